@@ -1,0 +1,169 @@
+"""Vector env pools: per-agent batched arrays, auto-reset, and the real final observation.
+
+mpe2 ends every episode by *truncation* at ``max_cycles``. A pool auto-resets a finished env so
+the next action can be chosen at once, but the transition of the finishing step must carry the
+real final observation as ``next_obs``, never the first observation of the next episode. Hence
+a step returns two observation sets: ``next_obs`` (to store) and ``obs`` (to act from next).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from evohpo.envs.registry import EnvSpec
+
+
+class StepResult(NamedTuple):
+    obs: dict[str, np.ndarray]         # [n, obs_dim]: what to act from next (reset obs where done)
+    next_obs: dict[str, np.ndarray]    # [n, obs_dim]: the real observation after this step
+    rewards: dict[str, np.ndarray]     # [n] float32
+    terminated: dict[str, np.ndarray]  # [n] bool: the MDP ended, do not bootstrap
+    truncated: dict[str, np.ndarray]   # [n] bool: cut by a time limit, bootstrap through it
+    alive: dict[str, np.ndarray]       # [n] bool: the agent acted in this step (agents can leave)
+    done: np.ndarray                   # [n] bool: the episode ended and the env was reset
+
+
+class VectorPool:
+    """Interface shared by the sync and async pools (``step_async`` then ``step_wait``)."""
+
+    spec: EnvSpec
+    num_envs: int
+
+    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def step_async(self, actions: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def step_wait(self) -> StepResult:
+        raise NotImplementedError
+
+    def step(self, actions: dict[str, np.ndarray]) -> StepResult:
+        self.step_async(actions)
+        return self.step_wait()
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> VectorPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def empty_step_arrays(spec: EnvSpec, n: int) -> dict[str, Any]:
+    """Preallocated per-agent result arrays for ``n`` envs (plain numpy; the async pool maps them)."""
+    return {
+        "obs": {a: np.zeros((n, spec[a].obs_dim), np.float32) for a in spec.agents},
+        "next_obs": {a: np.zeros((n, spec[a].obs_dim), np.float32) for a in spec.agents},
+        "rewards": {a: np.zeros(n, np.float32) for a in spec.agents},
+        "terminated": {a: np.zeros(n, bool) for a in spec.agents},
+        "truncated": {a: np.zeros(n, bool) for a in spec.agents},
+        "alive": {a: np.zeros(n, bool) for a in spec.agents},
+        "done": np.zeros(n, bool),
+    }
+
+
+class EnvSlots:
+    """Steps a list of PettingZoo envs and writes the results into given arrays.
+
+    Used by the sync pool in process and by each async worker on its own share of the envs,
+    so both pools have exactly the same semantics.
+    """
+
+    def __init__(self, envs: Sequence[Any], spec: EnvSpec, out: dict[str, Any],
+                 actions: dict[str, np.ndarray]):
+        self.envs = list(envs)
+        self.spec = spec
+        self.out = out
+        self.actions = actions
+
+    def _write_obs(self, which: str, i: int, obs: dict[str, Any]) -> None:
+        for a in self.spec.agents:
+            o = obs.get(a)
+            if o is None:
+                self.out[which][a][i] = 0.0
+            else:
+                self.out[which][a][i] = o
+
+    def reset(self, seeds: Sequence[int | None]) -> None:
+        for i, (env, s) in enumerate(zip(self.envs, seeds, strict=True)):
+            obs, _ = env.reset(seed=s)
+            self._write_obs("obs", i, obs)
+
+    def step(self) -> None:
+        spec, out = self.spec, self.out
+        for i, env in enumerate(self.envs):
+            live = env.agents
+            act = {}
+            for a in live:
+                if spec[a].discrete:
+                    act[a] = int(self.actions[a][i, 0])
+                else:
+                    act[a] = self.actions[a][i]
+            obs, rew, term, trunc, _ = env.step(act)
+            for a in spec.agents:
+                present = a in act
+                out["alive"][a][i] = present
+                out["rewards"][a][i] = rew.get(a, 0.0)
+                out["terminated"][a][i] = bool(term.get(a, False))
+                out["truncated"][a][i] = bool(trunc.get(a, False))
+            self._write_obs("next_obs", i, obs)
+            done = not env.agents or all(term.get(a, False) or trunc.get(a, False) for a in act)
+            out["done"][i] = done
+            if done:
+                obs, _ = env.reset()  # continues this env's own random stream
+                self._write_obs("obs", i, obs)
+            else:
+                for a in spec.agents:
+                    out["obs"][a][i] = out["next_obs"][a][i]
+
+
+def action_arrays(spec: EnvSpec, n: int) -> dict[str, np.ndarray]:
+    """Per-agent action arrays as the pools take them: [n, 1] for discrete, [n, dim] for Box."""
+    return {a: np.zeros((n, 1 if spec[a].discrete else spec[a].act_dim), np.float32)
+            for a in spec.agents}
+
+
+def env_seeds(seed: int | None, n: int, offset: int = 0) -> list[int | None]:
+    return [None if seed is None else seed + offset + i for i in range(n)]
+
+
+class SyncPool(VectorPool):
+    """All envs in this process, stepped one after another."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], Any]], spec: EnvSpec):
+        self.spec = spec
+        self.num_envs = len(env_fns)
+        self._arrays = empty_step_arrays(spec, self.num_envs)
+        self._actions = action_arrays(spec, self.num_envs)
+        self._slots = EnvSlots([fn() for fn in env_fns], spec, self._arrays, self._actions)
+
+    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+        self._slots.reset(env_seeds(seed, self.num_envs))
+        return {a: v.copy() for a, v in self._arrays["obs"].items()}
+
+    def step_async(self, actions: dict[str, np.ndarray]) -> None:
+        for a in self.spec.agents:
+            self._actions[a][:] = actions[a].reshape(self._actions[a].shape)
+
+    def step_wait(self) -> StepResult:
+        self._slots.step()
+        return copy_result(self._arrays)
+
+    def render(self, index: int = 0) -> Any:
+        return self._slots.envs[index].render()
+
+    def close(self) -> None:
+        for env in self._slots.envs:
+            env.close()
+
+
+def copy_result(arrays: dict[str, Any]) -> StepResult:
+    """Copy the pool's live arrays into a StepResult the caller owns."""
+    return StepResult(**{k: (v.copy() if isinstance(v, np.ndarray) else {a: x.copy() for a, x in v.items()})
+                         for k, v in arrays.items()})

@@ -1,0 +1,147 @@
+"""Environment registry: short mpe2 names, any PettingZoo ParallelEnv by ``module:factory``.
+
+:class:`EnvSpec` records each agent's observation size and action space, keyed by agent id;
+agents are heterogeneous (speaker and listener differ), so nothing assumes equal shapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evohpo.errors import ConfigError, closest
+
+# short name -> mpe2 module (the versioned module names change; users type the short ones)
+MPE2_ENVS: dict[str, str] = {
+    "simple": "mpe2.simple_v3",
+    "simple_adversary": "mpe2.simple_adversary_v3",
+    "simple_crypto": "mpe2.simple_crypto_v3",
+    "simple_push": "mpe2.simple_push_v3",
+    "simple_reference": "mpe2.simple_reference_v3",
+    "simple_speaker_listener": "mpe2.simple_speaker_listener_v4",
+    "simple_spread": "mpe2.simple_spread_v3",
+    "simple_tag": "mpe2.simple_tag_v3",
+    "simple_world_comm": "mpe2.simple_world_comm_v3",
+    "collect_treasure": "mpe2.collect_treasure_v1",
+    "simple_formation": "mpe2.simple_formation_v1",
+    "simple_line": "mpe2.simple_line_v1",
+}
+ENVS = MPE2_ENVS
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    obs_dim: int
+    discrete: bool
+    act_dim: int  # number of actions (discrete) or action vector length (continuous)
+    low: float = 0.0
+    high: float = 1.0
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    agents: tuple[str, ...]
+    per_agent: dict[str, AgentSpec]
+
+    def __getitem__(self, agent: str) -> AgentSpec:
+        return self.per_agent[agent]
+
+    def describe(self) -> str:
+        parts = []
+        for a in self.agents:
+            s = self.per_agent[a]
+            act = f"Discrete({s.act_dim})" if s.discrete else f"Box[{s.low:g},{s.high:g}]^{s.act_dim}"
+            parts.append(f"{a}: obs {s.obs_dim}, act {act}")
+        return "; ".join(parts)
+
+
+def _make(name: str, kwargs: dict[str, Any]) -> Any:
+    if name in MPE2_ENVS:
+        module = importlib.import_module(MPE2_ENVS[name])
+        try:
+            return module.parallel_env(**kwargs)
+        except TypeError as e:
+            raise ConfigError(f"env {name!r}: bad env.kwargs {kwargs}: {e}") from None
+    if ":" not in name:
+        raise ConfigError(f"unknown env {name!r}{closest(name, list(MPE2_ENVS))}; known: "
+                          f"{', '.join(MPE2_ENVS)}, or module:factory for any PettingZoo ParallelEnv")
+    mod_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(mod_name)
+    except Exception as e:  # noqa: BLE001 - any import failure is the user's module
+        raise ConfigError(f"env {name!r}: cannot import module {mod_name!r}: {type(e).__name__}: {e}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"env {name!r}: module {mod_name!r} has no callable {attr!r}")
+    try:
+        env = factory(**kwargs)
+    except Exception as e:  # noqa: BLE001
+        raise ConfigError(f"env {name!r}: the factory raised {type(e).__name__}: {e}") from None
+    return env
+
+
+def _check_parallel(env: Any, name: str) -> None:
+    from pettingzoo.utils.env import ParallelEnv
+
+    if not isinstance(env, ParallelEnv):
+        raise ConfigError(f"env {name!r}: the factory returned {type(env).__name__}, "
+                          "not a PettingZoo ParallelEnv")
+
+
+def make_env(name: str, kwargs: dict[str, Any] | None = None) -> Any:
+    """One env instance, checked to be a PettingZoo ParallelEnv."""
+    env = _make(name, dict(kwargs or {}))
+    _check_parallel(env, name)
+    return env
+
+
+def env_fn(name: str, kwargs: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """A picklable zero-argument constructor (for subprocess workers)."""
+    return functools.partial(make_env, name, dict(kwargs or {}))
+
+
+def spec_of(env: Any, name: str) -> EnvSpec:
+    """Read every agent's spaces; reject the ones evohpo cannot train on, saying which."""
+    from gymnasium import spaces
+
+    agents = tuple(env.possible_agents)
+    if not agents:
+        raise ConfigError(f"env {name!r} has no agents")
+    per: dict[str, AgentSpec] = {}
+    for a in agents:
+        ob = env.observation_space(a)
+        ac = env.action_space(a)
+        if not isinstance(ob, spaces.Box) or len(ob.shape) != 1:
+            raise ConfigError(f"env {name!r}, agent {a!r}: observation space {ob} is not supported; "
+                              "evohpo supports flat Box observations")
+        if isinstance(ac, spaces.Discrete):
+            if ac.start != 0:
+                raise ConfigError(f"env {name!r}, agent {a!r}: Discrete action space with start={ac.start} "
+                                  "is not supported; actions must start at 0")
+            per[a] = AgentSpec(obs_dim=int(ob.shape[0]), discrete=True, act_dim=int(ac.n))
+        elif isinstance(ac, spaces.Box) and len(ac.shape) == 1:
+            low, high = np.unique(ac.low), np.unique(ac.high)
+            if len(low) != 1 or len(high) != 1 or not np.isfinite(low[0]) or not np.isfinite(high[0]):
+                raise ConfigError(f"env {name!r}, agent {a!r}: action space {ac} is not supported; "
+                                  "Box actions need finite bounds, equal across dimensions")
+            per[a] = AgentSpec(obs_dim=int(ob.shape[0]), discrete=False, act_dim=int(ac.shape[0]),
+                               low=float(low[0]), high=float(high[0]))
+        else:
+            raise ConfigError(f"env {name!r}, agent {a!r}: action space {ac} is not supported; "
+                              "evohpo supports Discrete and flat Box actions")
+    return EnvSpec(name=name, agents=agents, per_agent=per)
+
+
+def probe(name: str, kwargs: dict[str, Any] | None = None) -> EnvSpec:
+    """Build one env to read its spec, then close it."""
+    env = make_env(name, kwargs)
+    try:
+        return spec_of(env, name)
+    finally:
+        env.close()
