@@ -1,0 +1,5 @@
+import sys
+
+from evohpo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,317 @@
+"""MATD3 and MADDPG with centralized critics and decentralized actors.
+
+MADDPG: Lowe et al. 2017, "Multi-Agent Actor-Critic for Mixed Cooperative-Competitive
+Environments", https://arxiv.org/abs/1706.02275.
+MATD3: Ackermann et al. 2019, "Reducing Overestimation Bias in Multi-Agent Domains Using Double
+Centralized Critics", https://arxiv.org/abs/1910.01465 (TD3's twin critics, delayed policy
+updates and target policy smoothing, per agent).
+
+MADDPG is this class with one critic, no policy delay and no smoothing: see ``ALGOS``.
+Each agent's critic sees every agent's observation and action; each actor only its own
+observation. Discrete actions train through a straight-through Gumbel-softmax and are stored
+one-hot, so the critic always sees a vector per agent.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from evohpo.buffer import Batch
+from evohpo.envs.registry import EnvSpec
+from evohpo.networks import MLP, polyak_update
+
+
+@dataclass
+class Hyperparams:
+    """The hyperparameters a member owns and evolution may change."""
+
+    lr_actor: float
+    lr_critic: float
+    batch_size: int
+    learn_step: int
+    tau: float
+    expl_noise: float
+
+
+@dataclass(frozen=True)
+class Switches:
+    """What separates MATD3 from MADDPG, plus the fixed settings of the learner."""
+
+    twin_critics: bool
+    policy_delay: int
+    target_noise: float
+    target_noise_clip: float = 0.25
+    gamma: float = 0.95
+    max_grad_norm: float | None = 0.5
+    gumbel_temperature: float = 1.0
+    noise: str = "gaussian"  # or "ou"
+    ou_theta: float = 0.15
+    ou_dt: float = 0.01
+    action_reg: float = 1e-3  # penalty on pre-squash actor outputs: keeps them out of saturation
+
+
+# the defaults of each algorithm's switches; config keys left null take these
+ALGOS: dict[str, dict[str, Any]] = {
+    "maddpg": {"twin_critics": False, "policy_delay": 1, "target_noise": 0.0},
+    "matd3": {"twin_critics": True, "policy_delay": 2, "target_noise": 0.1},
+}
+
+
+class MATD3:
+    def __init__(self, spec: EnvSpec, hp: Hyperparams, sw: Switches, hidden: list[int],
+                 activation: str, seed: int, device: torch.device | str = "cpu"):
+        self.spec, self.hp, self.sw = spec, hp, sw
+        self.agents = spec.agents
+        self.device = torch.device(device)
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(seed)
+        init_gen = torch.Generator().manual_seed(seed)
+        joint = sum(spec[a].obs_dim + spec[a].act_dim for a in self.agents)
+        n_critics = 2 if sw.twin_critics else 1
+        self.actors = {a: MLP(spec[a].obs_dim, spec[a].act_dim, hidden, activation, init_gen)
+                       for a in self.agents}
+        self.critics = {a: [MLP(joint, 1, hidden, activation, init_gen) for _ in range(n_critics)]
+                        for a in self.agents}
+        self._to_device()
+        self.actor_targets = {a: _copy(net) for a, net in self.actors.items()}
+        self.critic_targets = {a: [_copy(c) for c in cs] for a, cs in self.critics.items()}
+        self.make_optimizers()
+        self.updates = 0  # critic updates so far (drives the policy delay)
+        self.ou_state: dict[str, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ construction helpers
+    def _to_device(self) -> None:
+        for net in self.actors.values():
+            net.to(self.device)
+        for cs in self.critics.values():
+            for c in cs:
+                c.to(self.device)
+
+    def make_optimizers(self) -> None:
+        self.actor_opts = {a: torch.optim.Adam(self.actors[a].parameters(), lr=self.hp.lr_actor)
+                           for a in self.agents}
+        self.critic_opts = {a: torch.optim.Adam([p for c in self.critics[a] for p in c.parameters()],
+                                                lr=self.hp.lr_critic) for a in self.agents}
+
+    def set_hyperparams(self, **changes: Any) -> None:
+        """Change hyperparameters; learning rates change in the optimizers in place (Adam state kept)."""
+        self.hp = dataclasses.replace(self.hp, **changes)
+        for opt in self.actor_opts.values():
+            for g in opt.param_groups:
+                g["lr"] = self.hp.lr_actor
+        for opt in self.critic_opts.values():
+            for g in opt.param_groups:
+                g["lr"] = self.hp.lr_critic
+
+    # ------------------------------------------------------------------ acting
+    @torch.inference_mode()
+    def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
+            done: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Actions for a batch of envs: (for the env, for the buffer).
+
+        With ``rng`` the actions explore (Gaussian or OU noise on continuous actions; Gumbel-max
+        sampling plus epsilon-random for discrete ones); with ``rng=None`` they are the
+        deterministic policy used for fitness. ``done`` marks envs whose episode just ended, so
+        their OU noise restarts.
+        """
+        env_act: dict[str, np.ndarray] = {}
+        store: dict[str, np.ndarray] = {}
+        for a in self.agents:
+            s = self.spec[a]
+            out = self.actors[a](torch.from_numpy(obs[a]).to(self.device)).float().cpu().numpy()
+            n = out.shape[0]
+            if s.discrete:
+                logits = out
+                if rng is None:
+                    idx = logits.argmax(axis=1)
+                else:
+                    idx = (logits + rng.gumbel(size=logits.shape)).argmax(axis=1)
+                    if self.hp.expl_noise > 0:
+                        rand = rng.random(n) < self.hp.expl_noise
+                        idx = np.where(rand, rng.integers(0, s.act_dim, n), idx)
+                env_act[a] = idx.astype(np.float32)[:, None]
+                onehot = np.zeros((n, s.act_dim), np.float32)
+                onehot[np.arange(n), idx] = 1.0
+                store[a] = onehot
+            else:
+                act = _squash(out, s.low, s.high)
+                if rng is not None and self.hp.expl_noise > 0:
+                    act = act + self._noise(a, n, s.act_dim, rng, done) * (s.high - s.low)
+                    np.clip(act, s.low, s.high, out=act)
+                env_act[a] = act.astype(np.float32)
+                store[a] = env_act[a]
+        return env_act, store
+
+    def _noise(self, agent: str, n: int, dim: int, rng: np.random.Generator,
+               done: np.ndarray | None) -> np.ndarray:
+        sigma = self.hp.expl_noise
+        if self.sw.noise == "gaussian":
+            return rng.normal(0.0, sigma, size=(n, dim)).astype(np.float32)
+        x = self.ou_state.get(agent)
+        if x is None or x.shape != (n, dim):
+            x = np.zeros((n, dim), np.float32)
+        if done is not None:
+            x[done] = 0.0
+        th, dt = self.sw.ou_theta, self.sw.ou_dt
+        x = x - th * x * dt + sigma * np.sqrt(dt) * rng.normal(size=(n, dim))
+        self.ou_state[agent] = x.astype(np.float32)
+        return self.ou_state[agent]
+
+    # ------------------------------------------------------------------ learning
+    def _policy_action(self, agent: str, obs: torch.Tensor, net: MLP, smooth: bool) -> torch.Tensor:
+        """A target action for the critic's input (deterministic, optionally smoothed)."""
+        s = self.spec[agent]
+        out = net(obs)
+        sigma = self.sw.target_noise if smooth else 0.0
+        if sigma > 0:
+            noise = torch.randn(out.shape, generator=self.gen, device=out.device) * sigma
+            noise = noise.clamp(-self.sw.target_noise_clip, self.sw.target_noise_clip)
+        if s.discrete:
+            logits = out + noise if sigma > 0 else out
+            return F.one_hot(logits.argmax(dim=1), s.act_dim).float()
+        act = _squash_t(out, s.low, s.high)
+        if sigma > 0:
+            act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
+        return act
+
+    def _train_action(self, agent: str, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A differentiable action for the actor loss, and the raw output (for regularisation)."""
+        s = self.spec[agent]
+        out = self.actors[agent](obs)
+        if not s.discrete:
+            return _squash_t(out, s.low, s.high), out
+        u = torch.rand(out.shape, generator=self.gen, device=out.device).clamp_(1e-10, 1.0 - 1e-7)
+        y = F.softmax((out - torch.log(-torch.log(u))) / self.sw.gumbel_temperature, dim=1)
+        hard = F.one_hot(y.argmax(dim=1), s.act_dim).to(y.dtype)
+        return hard - y.detach() + y, out  # straight-through: one-hot forward, soft gradient
+
+    def td_targets(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """y_i = r_i + gamma * (1 - terminated_i) * min_k Q'_ik(s', a'), a' from the target actors.
+
+        Only termination stops bootstrapping: a truncated transition (mpe2's time limit) is stored
+        with terminated = 0 and its real final observation, so it bootstraps as it must.
+        """
+        with torch.no_grad():
+            next_obs_all = torch.cat([batch.next_obs[a] for a in self.agents], dim=1)
+            next_act = torch.cat([self._policy_action(a, batch.next_obs[a], self.actor_targets[a], smooth=True)
+                                  for a in self.agents], dim=1)
+            target_in = torch.cat([next_obs_all, next_act], dim=1)
+            out = {}
+            for a in self.agents:
+                q_next = torch.stack([t(target_in).squeeze(1) for t in self.critic_targets[a]]).min(0).values
+                out[a] = batch.rewards[a] + self.sw.gamma * (1.0 - batch.terminated[a]) * q_next
+            return out
+
+    def learn(self, batch: Batch) -> dict[str, float]:
+        """One gradient step for every agent's critics, and (every policy_delay) its actor."""
+        agents = self.agents
+        obs_all = torch.cat([batch.obs[a] for a in agents], dim=1)
+        act_all = [batch.actions[a] for a in agents]
+        targets = self.td_targets(batch)
+        critic_in = torch.cat([obs_all, *act_all], dim=1)
+        self.updates += 1
+        update_actor = self.updates % self.sw.policy_delay == 0
+        metrics: dict[str, float] = {}
+        for i, a in enumerate(agents):
+            y = targets[a]
+            critic_loss = sum(F.mse_loss(c(critic_in).squeeze(1), y) for c in self.critics[a])
+            self._step(self.critic_opts[a], critic_loss)
+            metrics[f"critic_loss/{a}"] = critic_loss.item()
+            if update_actor:
+                # the other agents' actions come from the buffer, as in MADDPG's policy gradient
+                act_i, raw = self._train_action(a, batch.obs[a])
+                joint = torch.cat([obs_all, *act_all[:i], act_i, *act_all[i + 1:]], dim=1)
+                actor_loss = -self.critics[a][0](joint).mean() + self.sw.action_reg * raw.pow(2).mean()
+                self._step(self.actor_opts[a], actor_loss)
+                metrics[f"actor_loss/{a}"] = actor_loss.item()
+        if update_actor:
+            self.update_targets()
+        return metrics
+
+    def _step(self, opt: torch.optim.Optimizer, loss: Any) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.sw.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], self.sw.max_grad_norm)
+        opt.step()
+
+    def update_targets(self) -> None:
+        online, target = [], []
+        for a in self.agents:
+            online += list(self.actors[a].parameters())
+            target += list(self.actor_targets[a].parameters())
+            for c, t in zip(self.critics[a], self.critic_targets[a], strict=True):
+                online += list(c.parameters())
+                target += list(t.parameters())
+        polyak_update(online, target, self.hp.tau)
+
+    # ------------------------------------------------------------------ state
+    def networks(self) -> dict[str, Any]:
+        return {"actors": self.actors, "actor_targets": self.actor_targets,
+                "critics": self.critics, "critic_targets": self.critic_targets}
+
+    def arch(self) -> dict[str, Any]:
+        return {a: {"actor": self.actors[a].hidden, "critic": self.critics[a][0].hidden,
+                    "activation": self.actors[a].activation} for a in self.agents}
+
+    def num_params(self) -> int:
+        return sum(n.num_params() for n in self.actors.values()) + sum(
+            c.num_params() for cs in self.critics.values() for c in cs)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "hp": dataclasses.asdict(self.hp),
+            "actors": {a: n.state_dict() for a, n in self.actors.items()},
+            "actor_targets": {a: n.state_dict() for a, n in self.actor_targets.items()},
+            "critics": {a: [c.state_dict() for c in cs] for a, cs in self.critics.items()},
+            "critic_targets": {a: [c.state_dict() for c in cs] for a, cs in self.critic_targets.items()},
+            "actor_opts": {a: o.state_dict() for a, o in self.actor_opts.items()},
+            "critic_opts": {a: o.state_dict() for a, o in self.critic_opts.items()},
+            "updates": self.updates,
+            "gen": self.gen.get_state(),
+            "ou_state": {a: x.copy() for a, x in self.ou_state.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.hp = Hyperparams(**state["hp"])
+        for a in self.agents:
+            self.actors[a].load_state_dict(state["actors"][a])
+            self.actor_targets[a].load_state_dict(state["actor_targets"][a])
+            for c, sd in zip(self.critics[a], state["critics"][a], strict=True):
+                c.load_state_dict(sd)
+            for c, sd in zip(self.critic_targets[a], state["critic_targets"][a], strict=True):
+                c.load_state_dict(sd)
+            self.actor_opts[a].load_state_dict(state["actor_opts"][a])
+            self.critic_opts[a].load_state_dict(state["critic_opts"][a])
+        self.set_hyperparams()  # the optimizers' lr follow hp
+        self.updates = int(state["updates"])
+        self.gen.set_state(state["gen"])
+        self.ou_state = {a: x.copy() for a, x in state["ou_state"].items()}
+
+    def clone(self, seed: int) -> MATD3:
+        """An independent copy (weights, targets, optimizer state); its own random stream."""
+        other = copy.deepcopy(self)  # one memo: the copied optimizers point at the copied weights
+        other.gen.manual_seed(seed)
+        return other
+
+
+def _copy(net: MLP) -> MLP:
+    t = copy.deepcopy(net)
+    for p in t.parameters():
+        p.requires_grad_(False)
+    return t
+
+
+def _squash(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    return (low + (high - low) / (1.0 + np.exp(-x))).astype(np.float32)
+
+
+def _squash_t(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    return low + (high - low) * torch.sigmoid(x)

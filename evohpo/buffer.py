@@ -1,0 +1,120 @@
+"""The shared multi-agent replay memory.
+
+One buffer for the whole population: every member's experience goes in, every member samples
+from all of it. Storage is preallocated and circular. Each field is one joint array whose
+columns are the agents' blocks (agents are heterogeneous, so the blocks have different widths);
+sampling a batch is then one gather per field, whatever the number of agents.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from evohpo.envs.registry import EnvSpec
+
+
+class Batch(NamedTuple):
+    obs: dict[str, torch.Tensor]         # [B, obs_dim]
+    actions: dict[str, torch.Tensor]     # [B, act_dim] (one-hot for discrete agents)
+    rewards: dict[str, torch.Tensor]     # [B]
+    next_obs: dict[str, torch.Tensor]    # [B, obs_dim] the real next observation
+    terminated: dict[str, torch.Tensor]  # [B] 1.0 where the episode terminated (not truncated)
+
+
+def _blocks(widths: list[int]) -> list[slice]:
+    edges = np.concatenate([[0], np.cumsum(widths)]).astype(int)
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+class ReplayBuffer:
+    def __init__(self, spec: EnvSpec, capacity: int, device: torch.device | str = "cpu"):
+        self.spec = spec
+        self.agents = spec.agents
+        self.capacity = int(capacity)
+        self.device = torch.device(device)
+        obs_w = [spec[a].obs_dim for a in self.agents]
+        act_w = [spec[a].act_dim for a in self.agents]
+        self.obs_slices = dict(zip(self.agents, _blocks(obs_w), strict=True))
+        self.act_slices = dict(zip(self.agents, _blocks(act_w), strict=True))
+        n_ag = len(self.agents)
+        self.obs = np.zeros((capacity, sum(obs_w)), np.float32)
+        self.next_obs = np.zeros((capacity, sum(obs_w)), np.float32)
+        self.actions = np.zeros((capacity, sum(act_w)), np.float32)
+        self.rewards = np.zeros((capacity, n_ag), np.float32)
+        self.terminated = np.zeros((capacity, n_ag), np.float32)
+        self.pos = 0    # next row to write
+        self.size = 0   # rows holding data
+        self.added = 0  # transitions ever added
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.obs, self.next_obs, self.actions, self.rewards, self.terminated))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, obs: dict[str, np.ndarray], actions: dict[str, np.ndarray],
+            rewards: dict[str, np.ndarray], next_obs: dict[str, np.ndarray],
+            terminated: dict[str, np.ndarray]) -> None:
+        """Add one vector step: every array is [n, ...] with the same n (the envs)."""
+        n = len(rewards[self.agents[0]])
+        if n > self.capacity:
+            raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
+        idx = (self.pos + np.arange(n)) % self.capacity
+        for j, a in enumerate(self.agents):
+            self.obs[idx, self.obs_slices[a]] = obs[a]
+            self.next_obs[idx, self.obs_slices[a]] = next_obs[a]
+            self.actions[idx, self.act_slices[a]] = actions[a]
+            self.rewards[idx, j] = rewards[a]
+            self.terminated[idx, j] = terminated[a]
+        self.pos = int((self.pos + n) % self.capacity)
+        self.size = min(self.size + n, self.capacity)
+        self.added += n
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """A uniform batch (with replacement) drawn with the caller's generator."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        idx = rng.integers(0, self.size, size=batch_size)
+        return self.gather(idx)
+
+    def gather(self, idx: np.ndarray) -> Batch:
+        dev = self.device
+
+        def t(x: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(x).to(dev, non_blocking=True)
+
+        obs, nxt, act = t(self.obs[idx]), t(self.next_obs[idx]), t(self.actions[idx])
+        rew, term = t(self.rewards[idx]), t(self.terminated[idx])
+        return Batch(
+            obs={a: obs[:, s] for a, s in self.obs_slices.items()},
+            actions={a: act[:, s] for a, s in self.act_slices.items()},
+            rewards={a: rew[:, j] for j, a in enumerate(self.agents)},
+            next_obs={a: nxt[:, s] for a, s in self.obs_slices.items()},
+            terminated={a: term[:, j] for j, a in enumerate(self.agents)},
+        )
+
+    def state_dict(self) -> dict[str, np.ndarray | int]:
+        n = self.size
+        return {"obs": self.obs[:n], "next_obs": self.next_obs[:n], "actions": self.actions[:n],
+                "rewards": self.rewards[:n], "terminated": self.terminated[:n],
+                "pos": self.pos, "size": self.size, "added": self.added}
+
+    def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
+        n = int(state["size"])  # type: ignore[arg-type]
+        if n > self.capacity:
+            raise ValueError(f"saved buffer holds {n} transitions, more than capacity {self.capacity}")
+        for k in ("obs", "next_obs", "actions", "rewards", "terminated"):
+            getattr(self, k)[:n] = state[k]
+        self.pos, self.size, self.added = int(state["pos"]), n, int(state["added"])  # type: ignore[arg-type]
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -1,0 +1,167 @@
+"""``evohpo train | envs | config``: argument parsing, and errors turned into one line and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from evohpo import config as C
+from evohpo.errors import ConfigError, EvohpoError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "report.html")
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
+        self.exit(2, f"evohpo: error: {message} (see '{self.prog} --help')\n")
+
+
+def preset_path(algo: str, env: str) -> Path:
+    """configs/<algo>_<env without 'simple_'>.yaml: the shipped defaults for that pair."""
+    return CONFIG_DIR / f"{algo}_{env.removeprefix('simple_')}.yaml"
+
+
+def resolve_config(args: argparse.Namespace) -> tuple[C.Config, list[str]]:
+    """Layers, later wins: defaults < shipped preset < --config < --algo/--env < --set < --steps/--seed."""
+    layers: list[dict[str, Any]] = []
+    notes = []
+    user: dict[str, Any] = C.read_yaml(args.config) if args.config else {}
+    algo = args.algo or user.get("algo", {}).get("name") or C.AlgoConfig.name
+    env = args.env or user.get("env", {}).get("name") or C.EnvConfig.name
+    preset = preset_path(str(algo), str(env))
+    if not args.config and preset.is_file():
+        layers.append(C.read_yaml(preset))
+        notes.append(f"defaults from {preset}")
+    layers.append(user)
+    if args.algo:
+        layers.append({"algo": {"name": args.algo}})
+    if args.env:
+        layers.append({"env": {"name": args.env}})
+    for text in args.set or []:
+        layers.append(C.parse_override(text))
+    if args.steps is not None:
+        layers.append({"steps": args.steps})
+    if args.seed is not None:
+        layers.append({"seed": args.seed})
+    return C.load(layers), notes
+
+
+def prepare_run_dir(path: Path, overwrite: bool) -> Path:
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"run directory {str(path)!r} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"run directory {str(path)!r} already exists; choose another --run-dir, "
+                              "or pass --overwrite to replace it")
+        for name in RUN_FILES:
+            (path / name).unlink(missing_ok=True)
+        shutil.rmtree(path / "checkpoints", ignore_errors=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"run directory {str(path)!r} is not writable: {e.strerror or e}") from None
+    return path
+
+
+def default_run_dir(cfg: C.Config) -> Path:
+    env = cfg.env.name.replace(":", "_").replace("/", "_").replace(".", "_")
+    return Path("runs") / f"{env}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from evohpo.loggers import ConsoleLogger, JsonlLogger, Logger, Loggers, atomic_write_text
+    from evohpo.trainer import Trainer
+
+    cfg, notes = resolve_config(args)
+    run_dir = prepare_run_dir(Path(args.run_dir) if args.run_dir else default_run_dir(cfg), args.overwrite)
+    atomic_write_text(run_dir / "config.yaml", C.dump(cfg))
+    loggers: list[Logger] = []
+    if cfg.logging.jsonl:
+        loggers.append(JsonlLogger(run_dir))
+    if cfg.logging.console and not args.quiet:
+        loggers.append(ConsoleLogger(cfg.steps))
+    log = Loggers(loggers)
+    for n in notes:
+        log.message(n)
+    log.message(f"run directory: {run_dir}")
+    trainer = None
+    try:
+        trainer = Trainer(cfg, log)
+        summary = trainer.train()
+    finally:
+        if trainer is not None:
+            trainer.close()
+        log.close()
+    print(f"done: {summary['generations']} generations, {summary['env_steps']:,} env steps in "
+          f"{summary['wall_s']:.0f}s; final best fitness {summary['best_fitness']:.2f} "
+          f"(member {summary['best_member']}), best ever {summary['best_ever']:.2f}; run in {run_dir}")
+    return 0
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    from evohpo.envs import ENVS, probe
+
+    for name in ENVS:
+        specs = {mode: probe(name, {"continuous_actions": mode == "continuous"})
+                 for mode in ("discrete", "continuous")}
+        d = specs["discrete"]
+        print(f"{name}  ({ENVS[name]}, {len(d.agents)} agents, action modes: discrete, continuous)")
+        for a in d.agents:
+            s, c = d[a], specs["continuous"][a]
+            print(f"    {a:<18} obs {s.obs_dim:>3}   discrete {s.act_dim}   continuous Box[0,1]^{c.act_dim}")
+    print("any PettingZoo ParallelEnv: --env package.module:factory (env.kwargs go to the factory)")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    for key, doc, default in C.describe_keys():
+        print(f"{key:<40} {default!r:<24} {doc}")
+    return 0
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="evohpo", description="Evolve populations of MADDPG / MATD3 agents on PettingZoo envs.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    t = sub.add_parser("train", help="train a population")
+    t.add_argument("--algo", choices=["maddpg", "matd3"], help="algorithm (default from config: matd3)")
+    t.add_argument("--env", help="env short name (see 'evohpo envs') or module:factory")
+    t.add_argument("--config", help="YAML config file")
+    t.add_argument("--steps", type=int, help="budget: env steps for the whole population")
+    t.add_argument("--seed", type=int, help="random seed")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)")
+    t.add_argument("--run-dir", help="run directory (default runs/<env>-<algo>-<timestamp>)")
+    t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    t.add_argument("--quiet", action="store_true", help="no progress bar or per-generation lines")
+    t.set_defaults(func=cmd_train)
+    e = sub.add_parser("envs", help="list the known environments")
+    e.set_defaults(func=cmd_envs)
+    c = sub.add_parser("config", help="list every config key with its default and meaning")
+    c.set_defaults(func=cmd_config)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except EvohpoError as e:
+        print(f"evohpo: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("evohpo: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""The training loop: collect -> store -> learn -> every window evaluate -> select -> mutate -> log.
+
+How members share the pool: the pool's ``num_envs`` envs are split into equal, fixed slices, one
+per member slot. Every vector step, each member picks actions for its own slice, all actions go
+out in one ``step_async`` and every env advances at once. So every worker is busy on every step,
+all members collect at the same rate (each member's ``evo_steps`` window ends on the same step),
+and no episode is ever cut short at a window boundary: a member's replacement simply takes over
+its slot's envs. Learning runs between ``step_async`` and ``step_wait``, overlapping the envs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from evohpo import evolution
+from evohpo.buffer import ReplayBuffer, human_bytes
+from evohpo.config import Config
+from evohpo.envs import SyncPool, VectorPool, env_fn, make_pool, probe
+from evohpo.envs.pool import StepResult
+from evohpo.errors import ConfigError, EnvError
+from evohpo.loggers import Logger
+from evohpo.population import Member, child_seed, make_population
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"config key 'device': {name!r} asked for, but no CUDA device is available; "
+                          "use 'auto' or 'cpu'")
+    return dev
+
+
+class Trainer:
+    def __init__(self, cfg: Config, logger: Logger | None = None):
+        self.cfg = cfg
+        self.log = logger or Logger()
+        self.device = resolve_device(cfg.device)
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
+        pool_ss, eval_ss, evo_ss, pop_ss = np.random.SeedSequence(cfg.seed).spawn(4)
+        self.pool_seed = int(pool_ss.generate_state(1)[0])
+        self.eval_rng = np.random.default_rng(eval_ss)
+        self.evo_rng = np.random.default_rng(evo_ss)
+        e = cfg.env
+        self.spec = probe(e.name, e.kwargs)
+        self.fitness_agents = self._fitness_agents()
+        self.pool: VectorPool = make_pool(e.name, e.kwargs, e.num_envs, e.pool, self.spec, e.workers,
+                                          e.worker_timeout)
+        self.eval_pool = SyncPool([env_fn(e.name, e.kwargs) for _ in range(cfg.eval.episodes)], self.spec)
+        self.buffer = ReplayBuffer(self.spec, cfg.buffer.capacity, self.device)
+        self.members = make_population(cfg, self.spec, np.random.default_rng(pop_ss), self.device)
+        self.k = e.num_envs // cfg.population.size  # envs per member slot
+        self.next_id = cfg.population.size
+        self.generation = 0
+        self.env_steps = 0        # population env steps so far
+        self.window_steps = 0     # env steps each member collected in this window
+        self.best_ever = -np.inf
+        self.done = np.zeros(e.num_envs, bool)
+        self._reset_window_stats()
+
+    def _fitness_agents(self) -> list[str]:
+        chosen = self.cfg.eval.fitness_agents
+        if chosen is None:
+            return list(self.spec.agents)
+        unknown = [a for a in chosen if a not in self.spec.agents]
+        if unknown or not chosen:
+            raise ConfigError(f"config key 'eval.fitness_agents': {chosen} must name agents of "
+                              f"{self.spec.name}: {', '.join(self.spec.agents)}")
+        return list(chosen)
+
+    # ----------------------------------------------------------------------------- the loop
+    def train(self) -> dict[str, Any]:
+        cfg = self.cfg
+        self.log.message(f"env {self.spec.name}: {self.spec.describe()}")
+        self.log.message(f"replay memory: {cfg.buffer.capacity:,} transitions, "
+                         f"{human_bytes(self.buffer.nbytes)} preallocated")
+        self.start = self.window_start = time.perf_counter()
+        obs = self.pool.reset(seed=self.pool_seed)
+        self.ep_return = np.zeros(cfg.env.num_envs)
+        stop = False
+        while not stop:
+            env_actions, stored = self.act(obs)
+            self.pool.step_async(env_actions)
+            self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
+            res = self.pool.step_wait()
+            self.buffer.add(obs, stored, res.rewards, res.next_obs, res.terminated)
+            self.track_episodes(res)
+            obs = res.obs
+            self.count_steps()
+            budget_spent = self.env_steps >= cfg.steps
+            if self.window_steps >= cfg.evolution.evo_steps or budget_spent:
+                fitness = self.evaluate_population()
+                stop = budget_spent or self.target_reached(fitness)
+                records = [] if stop else self.evolve(fitness)
+                self.log_generation(fitness, records)
+        return self.summary()
+
+    # ----------------------------------------------------------------------------- helpers
+    def slot(self, j: int) -> slice:
+        return slice(j * self.k, (j + 1) * self.k)
+
+    def act(self, obs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Each member acts, with exploration, on its own slice of the pool."""
+        parts = [m.algo.act({a: o[self.slot(j)] for a, o in obs.items()}, m.rng, self.done[self.slot(j)])
+                 for j, m in enumerate(self.members)]
+        env_act = {a: np.concatenate([p[0][a] for p in parts]) for a in self.spec.agents}
+        stored = {a: np.concatenate([p[1][a] for p in parts]) for a in self.spec.agents}
+        return env_act, stored
+
+    def learn(self) -> None:
+        """Every member learns once per ``learn_step`` of its own env steps, from the shared buffer."""
+        ready = self.env_steps >= self.cfg.evolution.learning_delay
+        for j, m in enumerate(self.members):
+            while m.learn_acc >= m.hp.learn_step:
+                m.learn_acc -= m.hp.learn_step
+                if not ready or len(self.buffer) < m.hp.batch_size:
+                    continue
+                for _ in range(self.cfg.algo.gradient_steps):
+                    metrics = m.algo.learn(self.buffer.sample(m.hp.batch_size, m.rng))
+                    stats = self.loss_stats[j]
+                    for key, v in metrics.items():
+                        name = key.split("/")[0]
+                        stats[name] = stats.get(name, 0.0) + v
+                    stats["n"] = stats.get("n", 0.0) + 1
+
+    def track_episodes(self, res: StepResult) -> None:
+        self.ep_return += sum(res.rewards[a] for a in self.fitness_agents)
+        self.done = res.done
+        if res.done.any():
+            for i in np.flatnonzero(res.done):
+                self.train_returns.append(float(self.ep_return[i]))
+            self.ep_return[res.done] = 0.0
+
+    def count_steps(self) -> None:
+        self.env_steps += self.cfg.env.num_envs
+        self.window_steps += self.k
+        for m in self.members:
+            m.steps += self.k
+            m.learn_acc += self.k
+        if (self.env_steps // self.cfg.env.num_envs) % 16 == 0:
+            self.log.progress(self.env_steps, {})
+
+    # ----------------------------------------------------------------------------- evaluation
+    def evaluate(self, member: Member, seed: int) -> tuple[float, dict[str, float]]:
+        """Mean return of complete, noise-free episodes on the evaluation envs (one per env)."""
+        pool, n = self.eval_pool, self.eval_pool.num_envs
+        obs = pool.reset(seed=seed)
+        returns = {a: np.zeros(n) for a in self.spec.agents}
+        finished = np.zeros(n, bool)
+        for _ in range(100_000):
+            actions, _ = member.algo.act(obs, None)
+            res = pool.step(actions)
+            for a in self.spec.agents:
+                returns[a] += np.where(finished, 0.0, res.rewards[a])
+            finished |= res.done
+            obs = res.obs
+            if finished.all():
+                break
+        else:
+            raise EnvError(f"env {self.spec.name!r}: an evaluation episode did not end in 100,000 steps; "
+                           "evohpo needs episodes that end (set max_cycles in env.kwargs)")
+        per_agent = {a: float(r.mean()) for a, r in returns.items()}
+        return float(sum(per_agent[a] for a in self.fitness_agents)), per_agent
+
+    def evaluate_population(self) -> list[float]:
+        seed = child_seed(self.eval_rng)  # every member meets the same episodes
+        fitness = []
+        self.eval_returns: list[dict[str, float]] = []
+        self.evaluated = list(self.members)  # the logs of this window describe these members
+        for m in self.members:
+            f, per_agent = self.evaluate(m, seed)
+            m.fitness.append(f)
+            fitness.append(f)
+            self.eval_returns.append(per_agent)
+        return fitness
+
+    def target_reached(self, fitness: list[float]) -> bool:
+        target = self.cfg.evolution.target_fitness
+        if target is not None and max(fitness) >= target:
+            self.log.message(f"target fitness {target:g} reached: {max(fitness):.2f}")
+            return True
+        return False
+
+    # ----------------------------------------------------------------------------- evolution
+    def evolve(self, fitness: list[float]) -> list[evolution.MutationRecord]:
+        """Tournament selection with elitism, then mutate every member but the elite."""
+        ev = self.cfg.evolution
+        parents = evolution.select(fitness, ev.tournament_size, ev.elitism, self.evo_rng)
+        new_members, records = [], []
+        for slot, p in enumerate(parents):
+            parent = self.members[p]
+            if slot == 0 and ev.elitism:
+                new_members.append(parent)
+                records.append(evolution.MutationRecord(self.generation, parent.id, parent.parent_id, "elite",
+                                                        note=f"fitness {fitness[p]:.3f}"))
+                continue
+            child = self.clone(parent)
+            records.append(evolution.mutate(child, self.cfg.mutation, self.generation, self.evo_rng))
+            records[-1].note = (records[-1].note + f"; parent fitness {fitness[p]:.3f}").lstrip("; ")
+            new_members.append(child)
+        self.members = new_members
+        return records
+
+    def clone(self, parent: Member) -> Member:
+        seed = child_seed(self.evo_rng)
+        child = dataclasses.replace(parent, id=self.next_id, parent_id=parent.id, algo=parent.algo.clone(seed),
+                                    rng=np.random.default_rng(seed), born=self.generation + 1, fitness=[])
+        self.next_id += 1
+        return child
+
+    # ----------------------------------------------------------------------------- logging
+    def _reset_window_stats(self) -> None:
+        self.loss_stats: list[dict[str, float]] = [{} for _ in self.members]
+        self.train_returns: list[float] = []
+
+    def log_generation(self, fitness: list[float], records: list[evolution.MutationRecord]) -> None:
+        now = time.perf_counter()
+        best = int(np.nanargmax(np.where(np.isnan(fitness), -np.inf, fitness)))
+        self.best_ever = max(self.best_ever, fitness[best])
+        window_s = max(now - self.window_start, 1e-9)
+        m: dict[str, Any] = {
+            "generation": self.generation,
+            "time/elapsed_s": now - self.start,
+            "train/env_steps_per_s": self.window_steps * self.cfg.env.num_envs / self.k / window_s,
+            "train/episodic_return": float(np.mean(self.train_returns)) if self.train_returns else None,
+            "eval/best_fitness": fitness[best],
+            "eval/mean_fitness": float(np.mean(fitness)),
+            "eval/best_ever": self.best_ever,
+            "eval/best_member": self.evaluated[best].id,
+        }
+        for a, r in self.eval_returns[best].items():
+            m[f"eval/return/{a}"] = r
+        for j, mem in enumerate(self.evaluated):
+            pre = f"member/{mem.id}/"
+            m[pre + "fitness"] = fitness[j]
+            m[pre + "env_steps"] = mem.steps
+            m[pre + "params"] = mem.algo.num_params()
+            for k, v in dataclasses.asdict(mem.hp).items():
+                m[pre + k] = v
+            stats = self.loss_stats[j]
+            for k in ("critic_loss", "actor_loss"):
+                if k in stats:
+                    m[pre + k] = stats[k] / stats["n"]
+        for kind in (*evolution.KINDS, "elite"):
+            m[f"evo/{kind}"] = sum(r.kind == kind for r in records)
+        self.log.log(m, self.env_steps)
+        self.log.lineage([r.to_json() for r in records])
+        self.log.progress(self.env_steps, {"gen": self.generation, "best": f"{fitness[best]:.2f}",
+                                           "mean": f"{np.mean(fitness):.2f}"})
+        self.last_metrics = m
+        self.generation += 1
+        self.window_steps = 0
+        self.window_start = time.perf_counter()
+        self._reset_window_stats()
+
+    def summary(self) -> dict[str, Any]:
+        m = self.last_metrics
+        return {"generations": self.generation, "env_steps": self.env_steps,
+                "best_fitness": m["eval/best_fitness"], "mean_fitness": m["eval/mean_fitness"],
+                "best_ever": self.best_ever, "best_member": m["eval/best_member"],
+                "wall_s": time.perf_counter() - self.start}
+
+    def close(self) -> None:
+        self.pool.close()
+        self.eval_pool.close()

@@ -1,0 +1,69 @@
+"""Tiny PettingZoo ParallelEnvs with known optima, for tests of the learner and the loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo.utils.env import ParallelEnv
+
+
+class TargetGame(ParallelEnv):
+    """Heterogeneous agents, one-step episodes that *terminate*.
+
+    'mover' (continuous, Box[0,1]^2) is paid -sum((a - 0.7)^2); 'picker' (Discrete(4)) is paid 1
+    for action 2, else 0. The optimum is known: mover -> (0.7, 0.7), picker -> 2.
+    With ``horizon`` > 1 the episode instead *truncates* after that many steps.
+    """
+
+    metadata = {"name": "target_game", "is_parallelizable": True}
+
+    def __init__(self, horizon: int = 1, continuous_picker: bool = False):
+        self.possible_agents = ["mover", "picker"]
+        self.horizon = horizon
+        self._obs = {"mover": spaces.Box(-1, 1, (3,), np.float32), "picker": spaces.Box(-1, 1, (2,), np.float32)}
+        self._act = {"mover": spaces.Box(0, 1, (2,), np.float32),
+                     "picker": spaces.Box(0, 1, (4,), np.float32) if continuous_picker else spaces.Discrete(4)}
+        self.rng = np.random.default_rng()
+        self.t = 0
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._obs[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._act[agent]
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        noise = self.rng.uniform(-0.1, 0.1, 2).astype(np.float32)  # seeded: runs are reproducible
+        return {"mover": np.array([self.t / 10, *noise], np.float32),
+                "picker": np.full(2, self.t / 10, np.float32)}
+
+    def reset(self, seed: int | None = None, options: Any = None) -> tuple[dict, dict]:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.t = 0
+        return self._observe(), {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        self.t += 1
+        m = np.asarray(actions["mover"], np.float32)
+        p = actions["picker"]
+        rew = {"mover": float(-np.sum((m - 0.7) ** 2)),
+               "picker": float(int(np.argmax(p)) == 2 if np.ndim(p) else int(p) == 2)}
+        end_by_time = self.horizon > 1 and self.t >= self.horizon
+        term = {a: self.horizon == 1 for a in self.agents}
+        trunc = {a: end_by_time for a in self.agents}
+        obs = self._observe()
+        if self.horizon == 1 or end_by_time:
+            self.agents = []
+        return obs, rew, term, trunc, {a: {} for a in self.possible_agents}
+
+
+def target_game(**kwargs: Any) -> TargetGame:
+    return TargetGame(**kwargs)
+
+
+def not_parallel(**kwargs: Any) -> object:
+    return object()
