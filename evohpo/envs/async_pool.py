@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import pickle
+import selectors
 import signal
 import time
 import traceback
@@ -37,6 +39,7 @@ from evohpo.errors import EnvError
 
 _POLL_S = 0.5  # longest single wait, so a dead worker is noticed even if its sentinel is missed
 _ALIGN = 64    # cache-line aligned arrays
+_STEP, _OK = b"s", b"k"  # the hot-path messages, sent as raw bytes: no pickling per step
 
 Layout = list[tuple[tuple[str, ...], tuple[int, ...], np.dtype, int]]  # path, shape, dtype, offset
 
@@ -84,21 +87,22 @@ def _worker(conn: Connection, inherited: list[Connection],
         arrays, actions = _views(buf, layout, lo, hi)
         envs = [fn() for fn in env_fns]
         slots = EnvSlots(envs, spec, arrays, actions)
-        conn.send(("ok", None))
+        conn.send_bytes(_OK)
         while True:
-            cmd, arg = conn.recv()
-            if cmd == "step":
+            msg = conn.recv_bytes()
+            if msg == _STEP:
                 slots.step()
-            elif cmd == "reset":
+            else:
+                cmd, arg = pickle.loads(msg)
+                if cmd != "reset":  # "close"
+                    break
                 slots.reset(arg)
-            else:  # "close"
-                break
-            conn.send(("ok", None))
+            conn.send_bytes(_OK)
     except EOFError:  # the parent went away; nothing to report to
         pass
     except BaseException as e:  # everything goes back to the parent
         with contextlib.suppress(Exception):
-            conn.send(("error", (type(e).__name__, str(e), traceback.format_exc())))
+            conn.send_bytes(pickle.dumps((type(e).__name__, str(e), traceback.format_exc())))
     finally:
         for env in envs:
             with contextlib.suppress(Exception):
@@ -112,6 +116,7 @@ class AsyncPool(VectorPool):
     def __init__(self, env_fns: Sequence[Callable[[], Any]], spec: EnvSpec, workers: int = 0,
                  timeout: float = 60.0, name: str = "env"):
         self._closed, self._reason = True, ""  # so close()/__del__ work if __init__ fails early
+        self._sel: selectors.BaseSelector | None = None
         n = len(env_fns)
         if n < 1:
             raise ValueError("AsyncPool needs at least one env")
@@ -130,6 +135,9 @@ class AsyncPool(VectorPool):
         self._conns: list[Connection] = []
         self._procs: list[BaseProcess] = []
         self._closed, self._waiting = False, False
+        # registered once: cheaper per step than building a wait set (POSIX only, as on Windows
+        # pipes are not selectable)
+        self._sel = selectors.DefaultSelector() if os.name == "posix" else None
         for i, (lo, hi) in enumerate(self._bounds):
             parent, child = ctx.Pipe()
             inherited = [*self._conns, parent] if method == "fork" else []
@@ -140,6 +148,9 @@ class AsyncPool(VectorPool):
             child.close()  # only the worker holds it now, so its death shows up as EOF here
             self._conns.append(parent)
             self._procs.append(p)
+            if self._sel is not None:
+                self._sel.register(parent, selectors.EVENT_READ, i)
+                self._sel.register(p.sentinel, selectors.EVENT_READ, i)
         self._gather("env construction")
 
     @property
@@ -175,9 +186,9 @@ class AsyncPool(VectorPool):
         self._fail(f"env {self.name!r}: worker {w} ({self._held(w)}, pid {p.pid}) died "
                    f"with exit code {code}{sig}")
 
-    def _send(self, w: int, msg: tuple[str, Any]) -> None:
+    def _send(self, w: int, msg: bytes) -> None:
         try:
-            self._conns[w].send(msg)
+            self._conns[w].send_bytes(msg)
         except OSError:  # broken pipe: the worker is gone
             self._died(w)
 
@@ -200,17 +211,22 @@ class AsyncPool(VectorPool):
                 w = min(pending)
                 self._fail(f"env {self.name!r}: worker {w} ({self._held(w)}) timed out after "
                            f"{self.timeout:g} s during {what}")
-            objs: list[Any] = [self._conns[w] for w in pending]
-            mp_wait(objs + [self._procs[w].sentinel for w in pending], min(left, _POLL_S))
-            for w in sorted(pending):
+            if self._sel is not None:
+                ready = {key.data for key, _ in self._sel.select(min(left, _POLL_S))}
+            else:
+                objs: list[Any] = [self._conns[w] for w in pending]
+                mp_wait(objs + [self._procs[w].sentinel for w in pending], min(left, _POLL_S))
+                ready = set()
+            # workers with news (a worker that died after its ack counts too), else all pending
+            for w in sorted(ready or pending):
                 conn = self._conns[w]
                 if conn.poll():  # read before judging liveness: a worker may report, then exit
                     try:
-                        kind, payload = conn.recv()
+                        msg = conn.recv_bytes()
                     except (EOFError, OSError):
                         self._died(w)
-                    if kind == "error":
-                        etype, emsg, tb = payload
+                    if msg != _OK:
+                        etype, emsg, tb = pickle.loads(msg)
                         self._fail(f"env {self.name!r}: worker {w} ({self._held(w)}) raised "
                                    f"{etype}: {emsg}", _RemoteTraceback(tb))
                     pending.discard(w)
@@ -221,7 +237,7 @@ class AsyncPool(VectorPool):
         self._check(stepping=False)
         seeds = env_seeds(seed, self.num_envs)
         for w, (lo, hi) in enumerate(self._bounds):
-            self._send(w, ("reset", seeds[lo:hi]))
+            self._send(w, pickle.dumps(("reset", seeds[lo:hi])))
         self._gather("reset")
         return {a: v.copy() for a, v in self._arrays["obs"].items()}
 
@@ -231,7 +247,7 @@ class AsyncPool(VectorPool):
             self._actions[a][:] = actions[a].reshape(self._actions[a].shape)
         # the pipe write is a syscall, so the actions are visible to the worker before "step"
         for w in range(len(self._procs)):
-            self._send(w, ("step", None))
+            self._send(w, _STEP)
         self._waiting = True
 
     def step_wait(self) -> StepResult:
@@ -247,7 +263,7 @@ class AsyncPool(VectorPool):
         if graceful:  # let workers close their envs; a busy one still answers a pending step first
             for conn in self._conns:
                 with contextlib.suppress(OSError):
-                    conn.send(("close", None))
+                    conn.send_bytes(pickle.dumps(("close", None)))
             deadline = time.monotonic() + min(self.timeout, 5.0)
             for p in self._procs:
                 p.join(max(0.0, deadline - time.monotonic()))
@@ -259,6 +275,8 @@ class AsyncPool(VectorPool):
             if p.is_alive():
                 p.kill()
                 p.join()
+        if self._sel is not None:
+            self._sel.close()
         for conn in self._conns:
             conn.close()
         self._arrays, self._actions, self._buf = {}, {}, None  # drop views, then the shared buffer
