@@ -8,6 +8,7 @@ sampling a batch is then one gather per field, whatever the number of agents.
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -26,7 +27,7 @@ class Batch(NamedTuple):
 
 def _blocks(widths: list[int]) -> list[slice]:
     edges = np.concatenate([[0], np.cumsum(widths)]).astype(int)
-    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    return [slice(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
 
 class ReplayBuffer:
@@ -97,19 +98,27 @@ class ReplayBuffer:
             terminated={a: term[:, j] for j, a in enumerate(self.agents)},
         )
 
+    FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated")
+
     def state_dict(self) -> dict[str, np.ndarray | int]:
+        """A copy of the filled rows, in their physical order (so a resumed run samples the same)."""
         n = self.size
-        return {"obs": self.obs[:n], "next_obs": self.next_obs[:n], "actions": self.actions[:n],
-                "rewards": self.rewards[:n], "terminated": self.terminated[:n],
-                "pos": self.pos, "size": self.size, "added": self.added}
+        state: dict[str, np.ndarray | int] = {k: getattr(self, k)[:n].copy() for k in self.FIELDS}
+        state.update(pos=self.pos, size=n, added=self.added, capacity=self.capacity)
+        return state
 
     def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
-        n = int(state["size"])  # type: ignore[arg-type]
+        n, pos = int(state["size"]), int(state["pos"])
         if n > self.capacity:
             raise ValueError(f"saved buffer holds {n} transitions, more than capacity {self.capacity}")
-        for k in ("obs", "next_obs", "actions", "rewards", "terminated"):
-            getattr(self, k)[:n] = state[k]
-        self.pos, self.size, self.added = int(state["pos"]), n, int(state["added"])  # type: ignore[arg-type]
+        order = np.arange(n)
+        if int(state["capacity"]) != self.capacity:
+            # another capacity: lay the rows out oldest first, so new rows overwrite the oldest
+            order = (pos + np.arange(n)) % n if n == int(state["capacity"]) else order
+            pos = n % self.capacity
+        for k in self.FIELDS:
+            getattr(self, k)[:n] = np.asarray(state[k])[order]
+        self.pos, self.size, self.added = pos, n, int(state["added"])
 
 
 def human_bytes(n: float) -> str:

@@ -8,9 +8,10 @@ what is allowed. The resolved tree is written to the run directory and is the W&
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,9 +26,9 @@ def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
     """A config field with a doc string and an optional range [lo, hi] (or (lo, hi] if lo_open)."""
     meta = {"doc": doc, "lo": lo, "hi": hi, "lo_open": lo_open}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
     if dataclasses.is_dataclass(default):
-        return field(default_factory=lambda d=default: d, metadata=meta)
+        return field(default_factory=lambda: default, metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -75,7 +76,7 @@ class Bound:
 class HyperparamSpace:
     lr_actor: Bound = _f(Bound(1e-5, 1e-2), "bounds of lr_actor")
     lr_critic: Bound = _f(Bound(1e-5, 1e-2), "bounds of lr_critic")
-    batch_size: Bound = _f(Bound(32, 1024), "bounds of batch_size")
+    batch_size: Bound = _f(Bound(32, 1024), "bounds of batch_size (the max is clipped at buffer.capacity)")
     learn_step: Bound = _f(Bound(10, 400), "bounds of learn_step")
     tau: Bound = _f(Bound(1e-3, 0.1), "bounds of tau")
     expl_noise: Bound = _f(Bound(0.0, 0.5), "bounds of expl_noise")
@@ -128,7 +129,7 @@ class Config:
     seed: int = _f(0, "one seed for every random stream", lo=0)
     steps: int = _f(2_000_000, "budget: env steps for the whole population", lo=1)
     device: str = _f("auto", "auto, cpu, cuda or cuda:N")
-    torch_threads: int = _f(0, "torch intra-op threads (0 = leave torch's default)", lo=0)
+    torch_threads: int = _f(0, "torch intra-op threads (0 = auto: the cores the env workers leave free)", lo=0)
     env: EnvConfig = _f(EnvConfig(), "environment and vector pool")
     algo: AlgoConfig = _f(AlgoConfig(), "algorithm and its initial hyperparameters")
     population: PopulationConfig = _f(PopulationConfig(), "population")
@@ -234,14 +235,20 @@ def _check_range(f: dataclasses.Field, value: Any, key: str) -> None:
     lo, hi, lo_open = f.metadata.get("lo"), f.metadata.get("hi"), f.metadata.get("lo_open")
     if value is None or not isinstance(value, (int, float)) or isinstance(value, bool):
         return
-    if value != value:  # NaN
-        raise ConfigError(f"config key '{key}': {value!r} is not a number")
+    if value != value or value in (math.inf, -math.inf):
+        raise ConfigError(f"config key '{key}': {value!r} is not a finite number")
     too_low = lo is not None and (value <= lo if lo_open else value < lo)
     too_high = hi is not None and value > hi
     if too_low or too_high:
         left = "(" if lo_open else "["
         allowed = f"{left}{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
         raise ConfigError(f"config key '{key}': {value!r} is out of range; allowed {allowed}")
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
@@ -258,10 +265,15 @@ def build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
     kwargs = {}
     for name, f in fields.items():
         key = f"{prefix}.{name}" if prefix else name
-        if name in data:
+        if dataclasses.is_dataclass(hints[name]):
+            # a section starts from the field's own default instance (e.g. each Bound's range),
+            # not from the section class's bare defaults
+            raw = data.get(name, {})
+            if isinstance(raw, Mapping):
+                raw = _deep_merge(to_dict(_default_of(f)), raw)
+            value = _coerce(hints[name], raw, key)
+        elif name in data:
             value = _coerce(hints[name], data[name], key)
-        elif dataclasses.is_dataclass(hints[name]):
-            value = build(hints[name], {}, key)
         else:
             continue
         _check_range(f, value, key)
@@ -335,7 +347,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load(layers: list[Mapping[str, Any]]) -> Config:
+def load(layers: Sequence[Mapping[str, Any]]) -> Config:
     """Merge the layers (later wins) over the defaults, then build and cross-check."""
     merged: dict[str, Any] = {}
     for layer in layers:
@@ -371,8 +383,11 @@ def validate(cfg: Config) -> None:
         b: Bound = getattr(m.bounds, f.name)
         if b.min > b.max:
             raise ConfigError(f"config key 'mutation.bounds.{f.name}': min {b.min} is above max {b.max}")
-    if m.bounds.batch_size.max > cfg.buffer.capacity:
-        raise ConfigError(f"config key 'mutation.bounds.batch_size.max': {m.bounds.batch_size.max:g} is larger "
+        if f.name in ("batch_size", "learn_step") and (math.ceil(b.min) > math.floor(b.max) or b.min < 1):
+            raise ConfigError(f"config key 'mutation.bounds.{f.name}': [{b.min}, {b.max}] must hold a "
+                              "whole number of at least 1")
+    if m.bounds.batch_size.min > cfg.buffer.capacity:  # the max is clipped at the capacity
+        raise ConfigError(f"config key 'mutation.bounds.batch_size.min': {m.bounds.batch_size.min:g} is larger "
                           f"than buffer.capacity ({cfg.buffer.capacity})")
     dev = cfg.device
     if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
@@ -388,15 +403,15 @@ def dump(cfg: Config) -> str:
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
 
 
-def describe_keys(cls: type = Config, prefix: str = "") -> list[tuple[str, str, Any]]:
+def describe_keys(obj: Any = None, prefix: str = "") -> list[tuple[str, str, Any]]:
     """(key, doc, default) for every leaf key: used by `evohpo config` and the docs."""
+    obj = Config() if obj is None else obj
     out = []
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(obj):
         key = f"{prefix}.{f.name}" if prefix else f.name
-        tp = typing.get_type_hints(cls)[f.name]
-        if dataclasses.is_dataclass(tp):
-            out.extend(describe_keys(tp, key))
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out.extend(describe_keys(value, key))
         else:
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-            out.append((key, f.metadata.get("doc", ""), default))
+            out.append((key, f.metadata.get("doc", ""), value))
     return out

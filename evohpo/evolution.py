@@ -37,9 +37,9 @@ class MutationRecord:
         return dataclasses.asdict(self)
 
 
-def _key(f: float) -> float:
-    """Sort key: NaN (a diverged or broken member) is worse than any number."""
-    return -math.inf if f != f else f
+def _key(f: float) -> tuple[int, float]:
+    """Sort key: NaN (a diverged or broken member) is worse than any number, -inf included."""
+    return (0, 0.0) if f != f else (1, f)
 
 
 def select(fitness: list[float], tournament_size: int, elitism: bool,

@@ -7,6 +7,7 @@ Initialisation draws from an explicit ``torch.Generator``: never from global sta
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 
@@ -46,7 +47,7 @@ class MLP(nn.Module):
         self.activation = activation
         self.out_scale = out_scale
         sizes = [self.in_dim, *self.hidden, self.out_dim]
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
         for layer in self.layers[:-1]:
             init_linear(layer, gen)  # type: ignore[arg-type]
         # a small output layer: actions start near the middle of their range, Q-values near 0

@@ -46,12 +46,12 @@ def test_stored_next_obs_at_truncation_is_real_final_obs(continuous: bool) -> No
     obs = pool.reset(seed=11)
     ref_obs, _ = ref.reset(seed=11)
     rng = np.random.default_rng(0)
-    for t in range(25):
+    for _ in range(25):
         acts = {a: (rng.integers(0, spec[a].act_dim, (1, 1)).astype(np.float32) if spec[a].discrete
                     else rng.random((1, spec[a].act_dim)).astype(np.float32)) for a in spec.agents}
         res = pool.step(acts)
         ref_acts = {a: int(acts[a][0, 0]) if spec[a].discrete else acts[a][0] for a in spec.agents}
-        ref_obs, _, ref_term, ref_trunc, _ = ref.step(ref_acts)
+        ref_obs, *_ = ref.step(ref_acts)
         buf.add(obs, acts, res.rewards, res.next_obs, res.terminated)
         for a in spec.agents:
             np.testing.assert_array_equal(res.next_obs[a][0], ref_obs[a])

@@ -221,7 +221,7 @@ class MATD3:
         metrics: dict[str, float] = {}
         for i, a in enumerate(agents):
             y = targets[a]
-            critic_loss = sum(F.mse_loss(c(critic_in).squeeze(1), y) for c in self.critics[a])
+            critic_loss = torch.stack([F.mse_loss(c(critic_in).squeeze(1), y) for c in self.critics[a]]).sum()
             self._step(self.critic_opts[a], critic_loss)
             metrics[f"critic_loss/{a}"] = critic_loss.item()
             if update_actor:

@@ -13,7 +13,6 @@ import contextlib
 import multiprocessing as mp
 import os
 import pickle
-import selectors
 import signal
 import time
 import traceback
@@ -116,7 +115,6 @@ class AsyncPool(VectorPool):
     def __init__(self, env_fns: Sequence[Callable[[], Any]], spec: EnvSpec, workers: int = 0,
                  timeout: float = 60.0, name: str = "env"):
         self._closed, self._reason = True, ""  # so close()/__del__ work if __init__ fails early
-        self._sel: selectors.BaseSelector | None = None
         n = len(env_fns)
         if n < 1:
             raise ValueError("AsyncPool needs at least one env")
@@ -135,9 +133,6 @@ class AsyncPool(VectorPool):
         self._conns: list[Connection] = []
         self._procs: list[BaseProcess] = []
         self._closed, self._waiting = False, False
-        # registered once: cheaper per step than building a wait set (POSIX only, as on Windows
-        # pipes are not selectable)
-        self._sel = selectors.DefaultSelector() if os.name == "posix" else None
         for i, (lo, hi) in enumerate(self._bounds):
             parent, child = ctx.Pipe()
             inherited = [*self._conns, parent] if method == "fork" else []
@@ -148,9 +143,6 @@ class AsyncPool(VectorPool):
             child.close()  # only the worker holds it now, so its death shows up as EOF here
             self._conns.append(parent)
             self._procs.append(p)
-            if self._sel is not None:
-                self._sel.register(parent, selectors.EVENT_READ, i)
-                self._sel.register(p.sentinel, selectors.EVENT_READ, i)
         self._gather("env construction")
 
     @property
@@ -182,7 +174,7 @@ class AsyncPool(VectorPool):
         p = self._procs[w]
         p.join(1.0)  # the pipe can close a moment before the exit status is ready
         code = p.exitcode
-        sig = f" ({signal.Signals(-code).name})" if code is not None and code < 0 else ""
+        sig = {-s.value: f" ({s.name})" for s in signal.Signals}.get(code or 0, "")  # -9: SIGKILL
         self._fail(f"env {self.name!r}: worker {w} ({self._held(w)}, pid {p.pid}) died "
                    f"with exit code {code}{sig}")
 
@@ -211,14 +203,9 @@ class AsyncPool(VectorPool):
                 w = min(pending)
                 self._fail(f"env {self.name!r}: worker {w} ({self._held(w)}) timed out after "
                            f"{self.timeout:g} s during {what}")
-            if self._sel is not None:
-                ready = {key.data for key, _ in self._sel.select(min(left, _POLL_S))}
-            else:
-                objs: list[Any] = [self._conns[w] for w in pending]
-                mp_wait(objs + [self._procs[w].sentinel for w in pending], min(left, _POLL_S))
-                ready = set()
-            # workers with news (a worker that died after its ack counts too), else all pending
-            for w in sorted(ready or pending):
+            objs: list[Any] = [self._conns[w] for w in pending]
+            mp_wait(objs + [self._procs[w].sentinel for w in pending], min(left, _POLL_S))
+            for w in sorted(pending):
                 conn = self._conns[w]
                 if conn.poll():  # read before judging liveness: a worker may report, then exit
                     try:
@@ -275,8 +262,6 @@ class AsyncPool(VectorPool):
             if p.is_alive():
                 p.kill()
                 p.join()
-        if self._sel is not None:
-            self._sel.close()
         for conn in self._conns:
             conn.close()
         self._arrays, self._actions, self._buf = {}, {}, None  # drop views, then the shared buffer

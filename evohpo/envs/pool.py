@@ -103,8 +103,8 @@ class EnvSlots:
             for a in live:
                 if spec[a].discrete:
                     act[a] = int(self.actions[a][i, 0])
-                else:
-                    act[a] = self.actions[a][i]
+                else:  # a copy: the pool's action rows are overwritten by the next step
+                    act[a] = self.actions[a][i].copy()
             obs, rew, term, trunc, _ = env.step(act)
             for a in spec.agents:
                 present = a in act
@@ -142,16 +142,23 @@ class SyncPool(VectorPool):
         self._arrays = empty_step_arrays(spec, self.num_envs)
         self._actions = action_arrays(spec, self.num_envs)
         self._slots = EnvSlots([fn() for fn in env_fns], spec, self._arrays, self._actions)
+        self._pending = False
 
     def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
         self._slots.reset(env_seeds(seed, self.num_envs))
         return {a: v.copy() for a, v in self._arrays["obs"].items()}
 
     def step_async(self, actions: dict[str, np.ndarray]) -> None:
+        if self._pending:
+            raise RuntimeError("step_async called twice without step_wait")
         for a in self.spec.agents:
             self._actions[a][:] = actions[a].reshape(self._actions[a].shape)
+        self._pending = True
 
     def step_wait(self) -> StepResult:
+        if not self._pending:
+            raise RuntimeError("step_wait called without step_async")
+        self._pending = False
         self._slots.step()
         return copy_result(self._arrays)
 
@@ -165,5 +172,6 @@ class SyncPool(VectorPool):
 
 def copy_result(arrays: dict[str, Any]) -> StepResult:
     """Copy the pool's live arrays into a StepResult the caller owns."""
-    return StepResult(**{k: (v.copy() if isinstance(v, np.ndarray) else {a: x.copy() for a, x in v.items()})
-                         for k, v in arrays.items()})
+    out: dict[str, Any] = {k: (v.copy() if isinstance(v, np.ndarray) else {a: x.copy() for a, x in v.items()})
+                           for k, v in arrays.items()}
+    return StepResult(**out)

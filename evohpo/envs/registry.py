@@ -74,14 +74,14 @@ def _make(name: str, kwargs: dict[str, Any]) -> Any:
     mod_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(mod_name)
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's module
+    except Exception as e:
         raise ConfigError(f"env {name!r}: cannot import module {mod_name!r}: {type(e).__name__}: {e}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"env {name!r}: module {mod_name!r} has no callable {attr!r}")
     try:
         env = factory(**kwargs)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise ConfigError(f"env {name!r}: the factory raised {type(e).__name__}: {e}") from None
     return env
 
