@@ -93,9 +93,15 @@ def _worker(conn: Connection, inherited: list[Connection],
                 slots.step()
             else:
                 cmd, arg = pickle.loads(msg)
-                if cmd != "reset":  # "close"
+                if cmd == "get_state":
+                    conn.send_bytes(pickle.dumps(("state", slots.get_state())))
+                    continue
+                if cmd == "set_state":
+                    slots.set_state(arg)
+                elif cmd == "reset":
+                    slots.reset(arg)
+                else:  # "close"
                     break
-                slots.reset(arg)
             conn.send_bytes(_OK)
     except EOFError:  # the parent went away; nothing to report to
         pass
@@ -184,17 +190,18 @@ class AsyncPool(VectorPool):
         except OSError:  # broken pipe: the worker is gone
             self._died(w)
 
-    def _gather(self, what: str) -> None:
-        """Wait for every worker's ack; any error, death or timeout closes the pool and raises."""
+    def _gather(self, what: str) -> dict[int, Any]:
+        """Wait for every worker's ack (or reply); any error, death or timeout closes the pool and raises."""
         try:
-            self._collect(what)
+            return self._collect(what)
         except BaseException as e:
             if not self._closed:  # e.g. Ctrl-C: acks still in flight would desync later calls
                 self._reason = f"{type(e).__name__} while waiting for {what}"
                 self._shutdown(graceful=False)
             raise
 
-    def _collect(self, what: str) -> None:
+    def _collect(self, what: str) -> dict[int, Any]:
+        replies: dict[int, Any] = {}
         pending = set(range(len(self._procs)))
         deadline = time.monotonic() + self.timeout
         while pending:
@@ -213,12 +220,18 @@ class AsyncPool(VectorPool):
                     except (EOFError, OSError):
                         self._died(w)
                     if msg != _OK:
-                        etype, emsg, tb = pickle.loads(msg)
+                        reply = pickle.loads(msg)
+                        if reply[0] == "state":
+                            replies[w] = reply[1]
+                            pending.discard(w)
+                            continue
+                        etype, emsg, tb = reply
                         self._fail(f"env {self.name!r}: worker {w} ({self._held(w)}) raised "
                                    f"{etype}: {emsg}", _RemoteTraceback(tb))
                     pending.discard(w)
                 elif not self._procs[w].is_alive():
                     self._died(w)
+        return replies
 
     def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
         self._check(stepping=False)
@@ -226,6 +239,22 @@ class AsyncPool(VectorPool):
         for w, (lo, hi) in enumerate(self._bounds):
             self._send(w, pickle.dumps(("reset", seeds[lo:hi])))
         self._gather("reset")
+        return {a: v.copy() for a, v in self._arrays["obs"].items()}
+
+    def get_state(self) -> list[dict[str, Any]]:
+        self._check(stepping=False)
+        for w in range(len(self._procs)):
+            self._send(w, pickle.dumps(("get_state", None)))
+        replies = self._gather("get_state")
+        return [st for w in range(len(self._procs)) for st in replies[w]]
+
+    def set_state(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+        self._check(stepping=False)
+        if len(states) != self.num_envs:
+            raise ValueError(f"env state for {len(states)} envs, but this pool holds {self.num_envs}")
+        for w, (lo, hi) in enumerate(self._bounds):
+            self._send(w, pickle.dumps(("set_state", list(states[lo:hi]))))
+        self._gather("set_state")
         return {a: v.copy() for a, v in self._arrays["obs"].items()}
 
     def step_async(self, actions: dict[str, np.ndarray]) -> None:

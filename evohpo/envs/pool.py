@@ -45,6 +45,14 @@ class VectorPool:
         self.step_async(actions)
         return self.step_wait()
 
+    def get_state(self) -> list[dict[str, Any]]:
+        """Every env's state as plain data (for checkpoints); see :meth:`EnvSlots.get_state`."""
+        raise NotImplementedError
+
+    def set_state(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+        """Rebuild the envs from :meth:`get_state`; returns the observations to act from."""
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 
@@ -91,8 +99,35 @@ class EnvSlots:
                 self.out[which][a][i] = o
 
     def reset(self, seeds: Sequence[int | None]) -> None:
+        self.base_seeds = list(seeds)
+        self.episodes = [0] * len(self.envs)
+        self.logs: list[list[dict[str, Any]]] = [[] for _ in self.envs]
         for i, (env, s) in enumerate(zip(self.envs, seeds, strict=True)):
             obs, _ = env.reset(seed=s)
+            self._write_obs("obs", i, obs)
+
+    def get_state(self) -> list[dict[str, Any]]:
+        """Each env's state as data: its seed, episode number and the actions of this episode.
+
+        Every episode is reset with a seed derived from the env's seed and the episode number,
+        so (seed, episode, actions) rebuilds the env exactly, whatever the env class is.
+        """
+        return [{"seed": s, "episode": e, "actions": list(log)}
+                for s, e, log in zip(self.base_seeds, self.episodes, self.logs, strict=True)]
+
+    def set_state(self, states: Sequence[dict[str, Any]]) -> None:
+        """Rebuild every env from :meth:`get_state`'s data: reset with the episode's seed, replay."""
+        if len(states) != len(self.envs):
+            raise ValueError(f"env state for {len(states)} envs, but this pool holds {len(self.envs)}")
+        self.base_seeds = [st["seed"] for st in states]
+        self.episodes = [int(st["episode"]) for st in states]
+        self.logs = [list(st["actions"]) for st in states]
+        for i, env in enumerate(self.envs):
+            if self.base_seeds[i] is None:
+                raise ValueError("an env reset without a seed cannot be rebuilt")
+            obs, _ = env.reset(seed=episode_seed(self.base_seeds[i], self.episodes[i]))
+            for act in self.logs[i]:
+                obs, *_ = env.step(act)
             self._write_obs("obs", i, obs)
 
     def step(self) -> None:
@@ -105,6 +140,7 @@ class EnvSlots:
                     act[a] = int(self.actions[a][i, 0])
                 else:  # a copy: the pool's action rows are overwritten by the next step
                     act[a] = self.actions[a][i].copy()
+            self.logs[i].append(act)
             obs, rew, term, trunc, _ = env.step(act)
             for a in spec.agents:
                 present = a in act
@@ -116,7 +152,9 @@ class EnvSlots:
             done = not env.agents or all(term.get(a, False) or trunc.get(a, False) for a in act)
             out["done"][i] = done
             if done:
-                obs, _ = env.reset()  # continues this env's own random stream
+                self.episodes[i] += 1
+                self.logs[i] = []
+                obs, _ = env.reset(seed=episode_seed(self.base_seeds[i], self.episodes[i]))
                 self._write_obs("obs", i, obs)
             else:
                 for a in spec.agents:
@@ -127,6 +165,13 @@ def action_arrays(spec: EnvSpec, n: int) -> dict[str, np.ndarray]:
     """Per-agent action arrays as the pools take them: [n, 1] for discrete, [n, dim] for Box."""
     return {a: np.zeros((n, 1 if spec[a].discrete else spec[a].act_dim), np.float32)
             for a in spec.agents}
+
+
+def episode_seed(seed: int | None, episode: int) -> int | None:
+    """The reset seed of an env's ``episode``-th episode (episode 0 uses the env's own seed)."""
+    if seed is None or episode == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, episode]).generate_state(1)[0])
 
 
 def env_seeds(seed: int | None, n: int, offset: int = 0) -> list[int | None]:
@@ -161,6 +206,13 @@ class SyncPool(VectorPool):
         self._pending = False
         self._slots.step()
         return copy_result(self._arrays)
+
+    def get_state(self) -> list[dict[str, Any]]:
+        return self._slots.get_state()
+
+    def set_state(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+        self._slots.set_state(states)
+        return {a: v.copy() for a, v in self._arrays["obs"].items()}
 
     def render(self, index: int = 0) -> Any:
         return self._slots.envs[index].render()
