@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
+import numpy as np
+
 from evohpo import config as C
 from evohpo.errors import ConfigError, EvohpoError
 
@@ -77,25 +79,57 @@ def default_run_dir(cfg: C.Config) -> Path:
     return Path("runs") / f"{env}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def resume_config(args: argparse.Namespace) -> tuple[Path, C.Config]:
+    """The run's own resolved config; only the budget may change on resume."""
+    from evohpo.playback import run_config
+
+    fixed = [flag for flag, v in (("--algo", args.algo), ("--env", args.env), ("--config", args.config),
+                                  ("--set", args.set), ("--seed", args.seed), ("--run-dir", args.run_dir))
+             if v]
+    if fixed:
+        raise ConfigError(f"--resume continues a run with its own config; {', '.join(fixed)} cannot change "
+                          "it (only --steps can, to extend the budget)")
+    run_dir = Path(args.resume)
+    cfg = run_config(run_dir)
+    if args.steps is not None:
+        cfg = C.load([C.to_dict(cfg), {"steps": args.steps}])
+    return run_dir, cfg
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    from evohpo import checkpoint
     from evohpo.loggers import ConsoleLogger, JsonlLogger, Logger, Loggers, atomic_write_text
     from evohpo.trainer import Trainer
 
-    cfg, notes = resolve_config(args)
-    run_dir = prepare_run_dir(Path(args.run_dir) if args.run_dir else default_run_dir(cfg), args.overwrite)
+    notes: list[str] = []
+    state = None
+    if args.resume:
+        run_dir, cfg = resume_config(args)
+        state = checkpoint.load(run_dir / "checkpoints" / "latest.pt")
+        meta = state[0]
+        if cfg.steps <= meta["env_steps"]:
+            raise ConfigError(f"the run already has {meta['env_steps']:,} env steps; pass --steps N with N "
+                              f"above that to extend its budget (it was {cfg.steps:,})")
+        checkpoint.truncate_run_files(run_dir, meta["files"])
+        notes.append(f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps")
+    else:
+        cfg, notes = resolve_config(args)
+        run_dir = prepare_run_dir(Path(args.run_dir) if args.run_dir else default_run_dir(cfg), args.overwrite)
     atomic_write_text(run_dir / "config.yaml", C.dump(cfg))
     loggers: list[Logger] = []
     if cfg.logging.jsonl:
         loggers.append(JsonlLogger(run_dir))
     if cfg.logging.console and not args.quiet:
-        loggers.append(ConsoleLogger(cfg.steps))
+        loggers.append(ConsoleLogger(cfg.steps, initial=state[0]["env_steps"] if state else 0))
     log = Loggers(loggers)
     for n in notes:
         log.message(n)
     log.message(f"run directory: {run_dir}")
     trainer = None
     try:
-        trainer = Trainer(cfg, log)
+        trainer = Trainer(cfg, log, run_dir)
+        if state:
+            checkpoint.restore_trainer(trainer, *state)
         summary = trainer.train()
     finally:
         if trainer is not None:
@@ -104,6 +138,36 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"done: {summary['generations']} generations, {summary['env_steps']:,} env steps in "
           f"{summary['wall_s']:.0f}s; final best fitness {summary['best_fitness']:.2f} "
           f"(member {summary['best_member']}), best ever {summary['best_ever']:.2f}; run in {run_dir}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from evohpo import playback
+
+    run_dir = Path(args.run)
+    cfg, spec, algo, info = playback.load_member(run_dir, args.member)
+    episodes = args.episodes or cfg.eval.episodes
+    if args.render:
+        frames = playback.render(cfg, algo, args.render, args.seed)
+        if frames:
+            print(f"wrote {args.render} ({frames} frames)")
+        return 0
+    returns = playback.evaluate(cfg, algo, episodes, args.seed)
+    agents = cfg.eval.fitness_agents or list(spec.agents)
+    total = np.sum([returns[a] for a in agents], axis=0)
+    print(f"member {info.get('id')} of {run_dir} on {cfg.env.name}: {episodes} episodes, seed {args.seed}")
+    for a in spec.agents:
+        print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")
+    print(f"    {'fitness (' + '+'.join(agents) + ')' if len(agents) < 4 else 'fitness (sum)':<20} "
+          f"return {total.mean():9.3f} +- {total.std():.3f}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from evohpo import playback
+
+    for p in playback.export(Path(args.run), Path(args.out), args.member):
+        print(f"wrote {p}")
     return 0
 
 
@@ -141,7 +205,20 @@ def build_parser() -> Parser:
     t.add_argument("--run-dir", help="run directory (default runs/<env>-<algo>-<timestamp>)")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     t.add_argument("--quiet", action="store_true", help="no progress bar or per-generation lines")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     t.set_defaults(func=cmd_train)
+    ev = sub.add_parser("eval", help="evaluate (or render) a trained member of a run")
+    ev.add_argument("run", help="run directory")
+    ev.add_argument("--member", default="best", help="'best' (best ever) or a member id")
+    ev.add_argument("--episodes", type=int, help="episodes (default: the run's eval.episodes)")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    ev.add_argument("--render", metavar="OUT.gif|human", help="write an animation of one episode, or show it")
+    ev.set_defaults(func=cmd_eval)
+    ex = sub.add_parser("export", help="export a member's actors to run without evohpo (torch.export)")
+    ex.add_argument("run", help="run directory")
+    ex.add_argument("--out", required=True, help="output directory")
+    ex.add_argument("--member", default="best", help="'best' (best ever) or a member id")
+    ex.set_defaults(func=cmd_export)
     e = sub.add_parser("envs", help="list the known environments")
     e.set_defaults(func=cmd_envs)
     c = sub.add_parser("config", help="list every config key with its default and meaning")

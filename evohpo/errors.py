@@ -27,3 +27,9 @@ def closest(name: str, known: list[str] | tuple[str, ...], n: int = 3) -> str:
 
     hits = difflib.get_close_matches(name, list(known), n=n, cutoff=0.5)
     return f" (did you mean: {', '.join(hits)}?)" if hits else ""
+
+
+class Interrupted(EvohpoError):
+    """Ctrl-C: a checkpoint was written; the message says how to resume."""
+
+    exit_code = 130

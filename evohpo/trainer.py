@@ -10,20 +10,25 @@ its slot's envs. Learning runs between ``step_async`` and ``step_wait``, overlap
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from evohpo import evolution
+from evohpo import checkpoint, evolution
 from evohpo.buffer import ReplayBuffer, human_bytes
-from evohpo.config import Config
+from evohpo.config import Config, to_dict
 from evohpo.envs import SyncPool, VectorPool, env_fn, make_pool, probe
 from evohpo.envs.pool import StepResult
-from evohpo.errors import ConfigError, EnvError
+from evohpo.errors import ConfigError, EnvError, Interrupted
 from evohpo.loggers import Logger
 from evohpo.population import Member, child_seed, make_population
 
@@ -55,9 +60,38 @@ def torch_threads(cfg: Config) -> int:
     return max(1, min(cpus, DEFAULT_THREADS))
 
 
+def episode_returns(algo: Any, pool: VectorPool, seed: int,
+                    on_step: Any = None) -> dict[str, np.ndarray]:
+    """Each env of ``pool`` plays one complete episode with the deterministic policy.
+
+    Returns every agent's episode return per env. Steps after an env's first episode ends are
+    not counted; ``on_step`` (if given) is called after every step (for rendering).
+    """
+    n = pool.num_envs
+    obs = pool.reset(seed=seed)
+    returns = {a: np.zeros(n) for a in pool.spec.agents}
+    finished = np.zeros(n, bool)
+    for _ in range(100_000):
+        actions, _ = algo.act(obs, None)
+        res = pool.step(actions)
+        for a in pool.spec.agents:
+            returns[a] += np.where(finished, 0.0, res.rewards[a])
+        finished |= res.done
+        obs = res.obs
+        if on_step is not None:
+            on_step()
+        if finished.all():
+            return returns
+    raise EnvError(f"env {pool.spec.name!r}: an evaluation episode did not end in 100,000 steps; "
+                   "evohpo needs episodes that end (set max_cycles in env.kwargs)")
+
+
 class Trainer:
-    def __init__(self, cfg: Config, logger: Logger | None = None):
+    def __init__(self, cfg: Config, logger: Logger | None = None, run_dir: Path | None = None):
         self.cfg = cfg
+        self.run_dir = run_dir
+        self.obs: dict[str, np.ndarray] | None = None
+        self.interrupted = False
         self.log = logger or Logger()
         self.device = resolve_device(cfg.device)
         torch.set_num_threads(torch_threads(cfg))
@@ -83,6 +117,7 @@ class Trainer:
         self.window_steps = 0     # env steps each member collected in this window
         self.best_ever = -np.inf
         self.done = np.zeros(e.num_envs, bool)
+        self.ep_return = np.zeros(e.num_envs)
         self._reset_window_stats()
 
     def _fitness_agents(self) -> list[str]:
@@ -102,25 +137,89 @@ class Trainer:
         self.log.message(f"replay memory: {cfg.buffer.capacity:,} transitions, "
                          f"{human_bytes(self.buffer.nbytes)} preallocated")
         self.start = self.window_start = time.perf_counter()
-        obs = self.pool.reset(seed=self.pool_seed)
-        self.ep_return = np.zeros(cfg.env.num_envs)
-        stop = False
-        while not stop:
-            env_actions, stored = self.act(obs)
-            self.pool.step_async(env_actions)
-            self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
-            res = self.pool.step_wait()
-            self.buffer.add(obs, stored, res.rewards, res.next_obs, res.terminated)
-            self.track_episodes(res)
-            obs = res.obs
-            self.count_steps()
-            budget_spent = self.env_steps >= cfg.steps
-            if self.window_steps >= cfg.evolution.evo_steps or budget_spent:
-                fitness = self.evaluate_population()
-                stop = budget_spent or self.target_reached(fitness)
-                records = [] if stop else self.evolve(fitness)
-                self.log_generation(fitness, records)
+        if self.obs is None:  # a resumed run has its envs and observations back already
+            self.obs = self.pool.reset(seed=self.pool_seed)
+        with self.interrupts():
+            while True:
+                # the checks come before the step: a checkpoint is always taken here, so a
+                # resumed run re-enters the loop exactly where the saved one left it
+                if self.interrupted:
+                    self.stop_on_interrupt()
+                if self.env_steps >= cfg.steps:
+                    # checkpoint first: a resumed run with a larger budget redoes this evaluation
+                    self.save_checkpoint()
+                    fitness = self.evaluate_population()
+                    self.save_best(fitness)
+                    self.log_generation(fitness, [])
+                    break
+                if self.window_steps >= cfg.evolution.evo_steps:
+                    fitness = self.evaluate_population()
+                    self.save_best(fitness)
+                    stop = self.target_reached(fitness)
+                    records = [] if stop else self.evolve(fitness)
+                    self.log_generation(fitness, records)
+                    self.save_checkpoint()
+                    if stop:
+                        break
+                self.step()
         return self.summary()
+
+    def step(self) -> None:
+        """One vector step: act, dispatch, learn while the envs run, store."""
+        obs = self.obs
+        assert obs is not None, "train() resets the pool before stepping"
+        env_actions, stored = self.act(obs)
+        self.pool.step_async(env_actions)
+        self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
+        res = self.pool.step_wait()
+        self.buffer.add(obs, stored, res.rewards, res.next_obs, res.terminated)
+        self.track_episodes(res)
+        self.obs = res.obs
+        self.count_steps()
+
+    # ----------------------------------------------------------------------------- checkpoints
+    def save_checkpoint(self) -> None:
+        if self.run_dir is None or not self.cfg.checkpoint.enabled:
+            return
+        meta, tensors = checkpoint.trainer_state(self, with_buffer=self.cfg.checkpoint.buffer)
+        checkpoint.save(self.run_dir / "checkpoints" / "latest.pt", meta, tensors)
+
+    def save_best(self, fitness: list[float]) -> None:
+        """Keep the best member ever seen (its networks and record) in checkpoints/best.pt."""
+        best = int(np.argmax(np.where(np.isnan(fitness), -np.inf, fitness)))
+        if self.run_dir is None or not self.cfg.checkpoint.enabled or not fitness[best] > self.best_ever:
+            return
+        m = self.evaluated[best]
+        meta = {"config": to_dict(self.cfg), "generation": self.generation, "env_steps": self.env_steps,
+                "member": {"id": m.id, "parent_id": m.parent_id, "fitness": fitness[best],
+                           "per_agent": self.eval_returns[best], "eval_seed": self.eval_seed,
+                           "hyperparams": dataclasses.asdict(m.hp), "arch": m.algo.arch()}}
+        checkpoint.save(self.run_dir / "checkpoints" / "best.pt", meta, {"algo": m.algo.state_dict()})
+
+    @contextlib.contextmanager
+    def interrupts(self) -> Iterator[None]:
+        """First Ctrl-C: finish the step, checkpoint, exit cleanly. Second: stop at once."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            if self.interrupted:
+                raise KeyboardInterrupt
+            self.interrupted = True
+            self.log.message("interrupted: saving a checkpoint (Ctrl-C again to stop at once)")
+
+        old = signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+    def stop_on_interrupt(self) -> None:
+        self.save_checkpoint()
+        where = f" {self.run_dir}" if self.run_dir else ""
+        raise Interrupted(f"interrupted at {self.env_steps:,} env steps; checkpoint saved. Resume with: "
+                          f"evohpo train --resume{where}")
 
     # ----------------------------------------------------------------------------- helpers
     def slot(self, j: int) -> slice:
@@ -170,27 +269,12 @@ class Trainer:
     # ----------------------------------------------------------------------------- evaluation
     def evaluate(self, member: Member, seed: int) -> tuple[float, dict[str, float]]:
         """Mean return of complete, noise-free episodes on the evaluation envs (one per env)."""
-        pool, n = self.eval_pool, self.eval_pool.num_envs
-        obs = pool.reset(seed=seed)
-        returns = {a: np.zeros(n) for a in self.spec.agents}
-        finished = np.zeros(n, bool)
-        for _ in range(100_000):
-            actions, _ = member.algo.act(obs, None)
-            res = pool.step(actions)
-            for a in self.spec.agents:
-                returns[a] += np.where(finished, 0.0, res.rewards[a])
-            finished |= res.done
-            obs = res.obs
-            if finished.all():
-                break
-        else:
-            raise EnvError(f"env {self.spec.name!r}: an evaluation episode did not end in 100,000 steps; "
-                           "evohpo needs episodes that end (set max_cycles in env.kwargs)")
+        returns = episode_returns(member.algo, self.eval_pool, seed)
         per_agent = {a: float(r.mean()) for a, r in returns.items()}
         return float(sum(per_agent[a] for a in self.fitness_agents)), per_agent
 
     def evaluate_population(self) -> list[float]:
-        seed = child_seed(self.eval_rng)  # every member meets the same episodes
+        seed = self.eval_seed = child_seed(self.eval_rng)  # every member meets the same episodes
         fitness = []
         self.eval_returns: list[dict[str, float]] = []
         self.evaluated = list(self.members)  # the logs of this window describe these members
@@ -262,6 +346,10 @@ class Trainer:
             m[pre + "fitness"] = fitness[j]
             m[pre + "env_steps"] = mem.steps
             m[pre + "params"] = mem.algo.num_params()
+            for agent, arch in mem.algo.arch().items():  # e.g. member/5/hidden/listener_0/actor = "64-64"
+                for net in ("actor", "critic"):
+                    m[f"{pre}hidden/{agent}/{net}"] = "-".join(map(str, arch[net]))
+                m[f"{pre}activation/{agent}"] = arch["activation"]
             for k, v in dataclasses.asdict(mem.hp).items():
                 m[pre + k] = v
             stats = self.loss_stats[j]

@@ -66,27 +66,36 @@ ALGOS: dict[str, dict[str, Any]] = {
 
 class MATD3:
     def __init__(self, spec: EnvSpec, hp: Hyperparams, sw: Switches, hidden: list[int],
-                 activation: str, seed: int, device: torch.device | str = "cpu"):
+                 activation: str, seed: int, device: torch.device | str = "cpu",
+                 arch: dict[str, dict[str, Any]] | None = None):
+        """``arch`` (as :meth:`arch` returns it) gives each agent its own shapes instead of ``hidden``."""
         self.spec, self.hp, self.sw = spec, hp, sw
         self.agents = spec.agents
         self.device = torch.device(device)
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(seed)
-        init_gen = torch.Generator().manual_seed(seed)
-        joint = sum(spec[a].obs_dim + spec[a].act_dim for a in self.agents)
-        n_critics = 2 if sw.twin_critics else 1
-        self.actors = {a: MLP(spec[a].obs_dim, spec[a].act_dim, hidden, activation, init_gen)
-                       for a in self.agents}
-        self.critics = {a: [MLP(joint, 1, hidden, activation, init_gen) for _ in range(n_critics)]
-                        for a in self.agents}
-        self._to_device()
-        self.actor_targets = {a: _copy(net) for a, net in self.actors.items()}
-        self.critic_targets = {a: [_copy(c) for c in cs] for a, cs in self.critics.items()}
-        self.make_optimizers()
+        if arch is None:
+            arch = {a: {"actor": list(hidden), "critic": list(hidden), "activation": activation}
+                    for a in self.agents}
+        self._build_networks(arch, torch.Generator().manual_seed(seed))
         self.updates = 0  # critic updates so far (drives the policy delay)
         self.ou_state: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ construction helpers
+    def _build_networks(self, arch: dict[str, dict[str, Any]], init_gen: torch.Generator) -> None:
+        """Fresh networks of the given shapes, targets equal to them, fresh optimizers."""
+        spec = self.spec
+        joint = sum(spec[a].obs_dim + spec[a].act_dim for a in self.agents)
+        n_critics = 2 if self.sw.twin_critics else 1
+        self.actors = {a: MLP(spec[a].obs_dim, spec[a].act_dim, arch[a]["actor"], arch[a]["activation"],
+                              init_gen) for a in self.agents}
+        self.critics = {a: [MLP(joint, 1, arch[a]["critic"], arch[a]["activation"], init_gen)
+                            for _ in range(n_critics)] for a in self.agents}
+        self._to_device()
+        self.actor_targets = {a: _copy(net) for a, net in self.actors.items()}
+        self.critic_targets = {a: [_copy(c) for c in cs] for a, cs in self.critics.items()}
+        self.make_optimizers()
+
     def _to_device(self) -> None:
         for net in self.actors.values():
             net.to(self.device)
@@ -258,7 +267,12 @@ class MATD3:
                 "critics": self.critics, "critic_targets": self.critic_targets}
 
     def arch(self) -> dict[str, Any]:
-        return {a: {"actor": self.actors[a].hidden, "critic": self.critics[a][0].hidden,
+        """Per agent: actor and critic hidden widths, and the activation they share.
+
+        Twin critics always share one architecture; an activation mutation changes an agent's
+        actor and critics together, so one activation per agent describes it.
+        """
+        return {a: {"actor": list(self.actors[a].hidden), "critic": list(self.critics[a][0].hidden),
                     "activation": self.actors[a].activation} for a in self.agents}
 
     def num_params(self) -> int:
@@ -268,6 +282,7 @@ class MATD3:
     def state_dict(self) -> dict[str, Any]:
         return {
             "hp": dataclasses.asdict(self.hp),
+            "arch": self.arch(),
             "actors": {a: n.state_dict() for a, n in self.actors.items()},
             "actor_targets": {a: n.state_dict() for a, n in self.actor_targets.items()},
             "critics": {a: [c.state_dict() for c in cs] for a, cs in self.critics.items()},
@@ -280,7 +295,10 @@ class MATD3:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load a state; networks (and optimizers) are rebuilt first if its architecture differs."""
         self.hp = Hyperparams(**state["hp"])
+        if "arch" in state and state["arch"] != self.arch():
+            self._build_networks(state["arch"], torch.Generator().manual_seed(0))  # weights overwritten below
         for a in self.agents:
             self.actors[a].load_state_dict(state["actors"][a])
             self.actor_targets[a].load_state_dict(state["actor_targets"][a])
@@ -294,6 +312,14 @@ class MATD3:
         self.updates = int(state["updates"])
         self.gen.set_state(state["gen"])
         self.ou_state = {a: x.copy() for a, x in state["ou_state"].items()}
+
+    @classmethod
+    def from_state_dict(cls, spec: EnvSpec, sw: Switches, state: dict[str, Any],
+                        device: torch.device | str = "cpu") -> MATD3:
+        """A MATD3 whose networks have the saved shapes (per agent and network), holding the saved state."""
+        algo = cls(spec, Hyperparams(**state["hp"]), sw, [], "relu", 0, device, arch=state["arch"])
+        algo.load_state_dict(state)
+        return algo
 
     def clone(self, seed: int) -> MATD3:
         """An independent copy (weights, targets, optimizer state); its own random stream."""

@@ -1,0 +1,156 @@
+"""Using a finished (or running) run: load a member, evaluate it, render it, export its actors."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from evohpo import checkpoint
+from evohpo import config as C
+from evohpo.algos import MATD3
+from evohpo.envs import SyncPool, env_fn, make_env, probe
+from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.errors import ConfigError
+
+
+def run_config(run_dir: Path) -> C.Config:
+    p = run_dir / "config.yaml"
+    if not p.is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml in it)")
+    return C.load([C.read_yaml(p)])
+
+
+def load_member(run_dir: Path, which: str = "best") -> tuple[C.Config, EnvSpec, MATD3, dict[str, Any]]:
+    """The config, env spec, algorithm and record of member ``which`` ('best' or an id)."""
+    from evohpo.population import switches
+
+    cfg = run_config(run_dir)
+    spec = probe(cfg.env.name, cfg.env.kwargs)
+    ckpts = run_dir / "checkpoints"
+    best_path, latest_path = ckpts / "best.pt", ckpts / "latest.pt"
+    if which == "best":
+        meta, tensors = checkpoint.load(best_path)
+        state, info = tensors["algo"], meta["member"]
+    else:
+        if not which.isdigit():
+            raise ConfigError(f"--member {which!r}: expected 'best' or a member id (a number)")
+        wanted = int(which)
+        found = None
+        known: list[int] = []
+        if latest_path.is_file():
+            meta, tensors = checkpoint.load(latest_path)
+            for m, st in zip(meta["members"], tensors["members"], strict=True):
+                known.append(m["id"])
+                if m["id"] == wanted and found is None:
+                    found = st, {"id": m["id"], "parent_id": m["parent_id"], "fitness": (m["fitness"] or [None])[-1]}
+        if found is None and best_path.is_file():
+            meta, tensors = checkpoint.load(best_path)
+            known.append(meta["member"]["id"])
+            if meta["member"]["id"] == wanted:
+                found = tensors["algo"], meta["member"]
+        if found is None:
+            raise ConfigError(f"--member {wanted}: no such member in {str(ckpts)!r}; "
+                              f"known: best, {', '.join(str(k) for k in sorted(set(known)))}")
+        state, info = found
+    algo = MATD3.from_state_dict(spec, switches(cfg), state, "cpu")
+    return cfg, spec, algo, info
+
+
+def evaluate(cfg: C.Config, algo: MATD3, episodes: int, seed: int) -> dict[str, np.ndarray]:
+    """Per-agent returns of ``episodes`` complete noise-free episodes (as the trainer measures fitness)."""
+    from evohpo.trainer import episode_returns
+
+    pool = SyncPool([env_fn(cfg.env.name, cfg.env.kwargs) for _ in range(episodes)], algo.spec)
+    try:
+        return episode_returns(algo, pool, seed)
+    finally:
+        pool.close()
+
+
+def render(cfg: C.Config, algo: MATD3, target: str, seed: int) -> int:
+    """Play one episode; write an animated GIF to ``target`` or show it ('human'). Returns frames."""
+    human = target == "human"
+    if human and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise ConfigError("--render human needs a display and none is available here; "
+                          "write a file instead, e.g. --render episode.gif")
+    if not human and not target.lower().endswith(".gif"):
+        raise ConfigError(f"--render {target!r}: give a .gif file name, or 'human'")
+    env = make_env(cfg.env.name, {**cfg.env.kwargs, "render_mode": "human" if human else "rgb_array"})
+    frames: list[np.ndarray] = []
+    try:
+        obs, _ = env.reset(seed=seed)
+        frames.append(env.render()) if not human else env.render()
+        for _ in range(100_000):
+            if not env.agents:
+                break
+            batch = {a: np.asarray(obs.get(a, np.zeros(algo.spec[a].obs_dim)), np.float32)[None]
+                     for a in algo.spec.agents}
+            actions, _ = algo.act(batch, None)
+            act = {a: int(actions[a][0, 0]) if algo.spec[a].discrete else actions[a][0] for a in env.agents}
+            obs, *_ = env.step(act)
+            frames.append(env.render()) if not human else env.render()
+    finally:
+        env.close()
+    if human:
+        return 0
+    from PIL import Image, ImageDraw
+
+    images = []
+    for t, f in enumerate(frames):
+        im = Image.fromarray(np.asarray(f, np.uint8))
+        # a step counter: shows where the episode is (and keeps still frames as frames)
+        ImageDraw.Draw(im).text((8, 8), f"step {t}/{len(frames) - 1}", fill=(0, 0, 0))
+        images.append(im)
+    images[0].save(target, save_all=True, append_images=images[1:], duration=100, loop=0)
+    return len(images)
+
+
+class ExportedActor(nn.Module):
+    """obs [B, obs_dim] -> action: [B, act_dim] in [low, high], or [B] int64 indices (discrete)."""
+
+    def __init__(self, actor: nn.Module, spec: AgentSpec):
+        super().__init__()
+        self.actor = actor
+        self.discrete = spec.discrete
+        self.low, self.high = spec.low, spec.high
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self.actor(obs)
+        if self.discrete:
+            return out.argmax(dim=1)
+        return self.low + (self.high - self.low) * torch.sigmoid(out)
+
+
+def export(run_dir: Path, out: Path, which: str = "best") -> list[Path]:
+    """The member's actors as torch.export programs (load with torch alone) plus spaces.json."""
+    import copy
+
+    cfg, spec, algo, info = load_member(run_dir, which)
+    out.mkdir(parents=True, exist_ok=True)
+    written, spaces = [], {}
+    batch = torch.export.Dim("batch", min=1, max=1 << 20)
+    for a in spec.agents:
+        s = spec[a]
+        module = ExportedActor(copy.deepcopy(algo.actors[a]).eval(), s)
+        module.requires_grad_(False)  # inference only: outputs need no autograd history
+        example = torch.zeros(2, s.obs_dim)
+        program = torch.export.export(module, (example,), dynamic_shapes={"obs": {0: batch}})
+        path = out / f"{a}.pt2"
+        torch.export.save(program, path)
+        written.append(path)
+        spaces[a] = {"file": path.name, "observation": {"shape": [s.obs_dim], "dtype": "float32"},
+                     "action": ({"type": "discrete", "n": s.act_dim, "output": "int64 index [B]"} if s.discrete
+                                else {"type": "box", "shape": [s.act_dim], "low": s.low, "high": s.high,
+                                      "output": "float32 [B, dim]"})}
+    note = {"env": cfg.env.name, "env_kwargs": cfg.env.kwargs, "member": info.get("id"),
+            "fitness": info.get("fitness"), "agents": spaces,
+            "usage": "import torch; policy = torch.export.load('<agent>.pt2').module(); action = policy(obs)"}
+    (out / "spaces.json").write_text(json.dumps(note, indent=2))
+    written.append(out / "spaces.json")
+    return written

@@ -1,0 +1,163 @@
+"""Checkpoints, resume, evaluation and export: a run survives anything and can be replayed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from evohpo import checkpoint, playback
+from evohpo.cli import main
+from tests.test_trainer import read_jsonl, strip_time
+
+ARGS = ["--algo", "matd3", "--env", "simple_speaker_listener", "--quiet",
+        "--set", "env.pool=sync", "--set", "env.num_envs=2", "--set", "population.size=2",
+        "--set", "evolution.evo_steps=16", "--set", "evolution.learning_delay=0",
+        "--set", "algo.batch_size=8", "--set", "algo.learn_step=4", "--set", "algo.hidden=[16]",
+        "--set", "eval.episodes=2", "--set", "buffer.capacity=1000",
+        "--set", "mutation.none=0", "--set", "mutation.weights=1"]
+
+
+def train(run: Path, steps: int, *extra: str) -> int:
+    return main(["train", *ARGS, "--steps", str(steps), "--run-dir", str(run), *extra])
+
+
+def logs(run: Path) -> tuple[list[dict], list[dict]]:
+    return strip_time(read_jsonl(run / "metrics.jsonl")), read_jsonl(run / "lineage.jsonl")
+
+
+@pytest.mark.parametrize("first", [96, 80])  # stop at a window end, and mid-window
+def test_resume_equals_uninterrupted(tmp_path: Path, first: int) -> None:
+    assert train(tmp_path / "full", 160) == 0
+    assert train(tmp_path / "part", first) == 0
+    assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "160", "--quiet"]) == 0
+    full, part = logs(tmp_path / "full"), logs(tmp_path / "part")
+    assert part[0] == full[0] and part[1] == full[1]
+    assert len(full[0]) == 5 and full[0][-1]["env_steps"] == 160
+
+
+def test_resume_refuses_other_config_and_spent_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert train(tmp_path / "r", 64) == 0
+    assert main(["train", "--resume", str(tmp_path / "r"), "--seed", "3"]) == 2
+    assert "--seed cannot change" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "r")]) == 2
+    assert "--steps" in capsys.readouterr().err
+
+
+def test_sigint_checkpoints_and_resumes_exactly(tmp_path: Path) -> None:
+    assert train(tmp_path / "full", 4000) == 0
+    run = tmp_path / "int"
+    cmd = [sys.executable, "-m", "evohpo", "train", *ARGS, "--steps", "4000", "--run-dir", str(run)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).parent.parent)
+    deadline = time.time() + 60
+    while not (run / "checkpoints" / "latest.pt").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the interrupt arrived")
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and f"evohpo train --resume {run}" in err
+    meta, _ = checkpoint.load(run / "checkpoints" / "latest.pt")
+    assert 0 < meta["env_steps"] < 4000
+    assert main(["train", "--resume", str(run), "--quiet"]) == 0
+    assert logs(run) == logs(tmp_path / "full")
+
+
+WRITER = """
+import sys, torch
+from pathlib import Path
+from evohpo import checkpoint
+path, i = Path(sys.argv[1]), 0
+while True:
+    i += 1
+    checkpoint.save(path, {"i": i}, {"x": torch.full((4_000_000,), float(i))})
+    print(i, flush=True)
+"""
+
+
+def test_kill_9_mid_write_leaves_a_loadable_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "latest.pt"
+    checkpoint.save(path, {"i": 0}, {"x": torch.zeros(4_000_000)})
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        proc.stdout.readline()  # at least one complete write happened
+        time.sleep(float(rng.uniform(0.0, 0.2)))  # then kill it somewhere inside a later write
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        meta, tensors = checkpoint.load(path)
+        assert torch.all(tensors["x"] == float(meta["i"]))  # a whole checkpoint, never a torn one
+
+
+def test_damaged_and_newer_checkpoints_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "r"
+    assert train(run, 64) == 0
+    latest = run / "checkpoints" / "latest.pt"
+    data = latest.read_bytes()
+    latest.write_bytes(data[: len(data) // 2])
+    with pytest.raises(checkpoint.CheckpointError, match="damaged or truncated"):
+        checkpoint.load(latest)
+    assert main(["train", "--resume", str(run), "--steps", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "damaged or truncated" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    obj = {"format": checkpoint.FORMAT, "version": checkpoint.VERSION + 1, "meta": "{}", "tensors": {}}
+    torch.save(obj, latest)
+    with pytest.raises(checkpoint.CheckpointError, match="newer than this evohpo reads"):
+        checkpoint.load(latest)
+    latest.write_text("not a checkpoint")
+    with pytest.raises(checkpoint.CheckpointError):
+        checkpoint.load(latest)
+    assert main(["eval", str(tmp_path / "nowhere")]) == 2
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_eval_reproduces_trainer_fitness_and_export_acts_identically(tmp_path: Path, continuous: bool,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "r"
+    assert train(run, 96, "--set", f"env.kwargs.continuous_actions={str(continuous).lower()}") == 0
+    meta, _ = checkpoint.load(run / "checkpoints" / "best.pt")
+    best = meta["member"]
+    cfg, spec, algo, _ = playback.load_member(run, "best")
+    returns = playback.evaluate(cfg, algo, cfg.eval.episodes, best["eval_seed"])
+    for a in spec.agents:
+        assert returns[a].mean() == pytest.approx(best["per_agent"][a], abs=1e-9)
+    assert sum(returns[a].mean() for a in spec.agents) == pytest.approx(best["fitness"], abs=1e-9)
+    assert main(["eval", str(run), "--seed", str(best["eval_seed"])]) == 0
+    assert f"{best['fitness']:9.3f}" in capsys.readouterr().out
+    # a member by id, from the latest checkpoint
+    latest_meta, _ = checkpoint.load(run / "checkpoints" / "latest.pt")
+    assert main(["eval", str(run), "--member", str(latest_meta["members"][-1]["id"]), "--episodes", "1"]) == 0
+    assert main(["eval", str(run), "--member", "12345"]) == 2
+    # render: one frame per step plus the first
+    gif = tmp_path / "ep.gif"
+    assert main(["eval", str(run), "--render", str(gif)]) == 0
+    from PIL import Image
+
+    with Image.open(gif) as im:
+        assert im.n_frames == 25 + 1
+    # export: runs with torch alone and acts like the member's deterministic policy
+    out = tmp_path / "export"
+    assert main(["export", str(run), "--out", str(out)]) == 0
+    note = json.loads((out / "spaces.json").read_text())
+    rng = np.random.default_rng(0)
+    obs = {a: rng.normal(size=(5, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
+    expected, _ = algo.act(obs, None)
+    for a in spec.agents:
+        policy = torch.export.load(out / note["agents"][a]["file"]).module()
+        got = policy(torch.from_numpy(obs[a])).numpy()
+        if spec[a].discrete:
+            np.testing.assert_array_equal(got, expected[a][:, 0].astype(np.int64))
+        else:
+            np.testing.assert_allclose(got, expected[a], atol=1e-6)
