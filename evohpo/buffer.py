@@ -23,6 +23,7 @@ class Batch(NamedTuple):
     rewards: dict[str, torch.Tensor]     # [B]
     next_obs: dict[str, torch.Tensor]    # [B, obs_dim] the real next observation
     terminated: dict[str, torch.Tensor]  # [B] 1.0 where the episode terminated (not truncated)
+    alive: dict[str, torch.Tensor]       # [B] 1.0 where the agent acted (agents may leave an episode)
 
 
 def _blocks(widths: list[int]) -> list[slice]:
@@ -31,6 +32,8 @@ def _blocks(widths: list[int]) -> list[slice]:
 
 
 class ReplayBuffer:
+    FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "alive")
+
     def __init__(self, spec: EnvSpec, capacity: int, device: torch.device | str = "cpu"):
         self.spec = spec
         self.agents = spec.agents
@@ -46,34 +49,55 @@ class ReplayBuffer:
         self.actions = np.zeros((capacity, sum(act_w)), np.float32)
         self.rewards = np.zeros((capacity, n_ag), np.float32)
         self.terminated = np.zeros((capacity, n_ag), np.float32)
+        self.alive = np.zeros((capacity, n_ag), np.float32)
         self.pos = 0    # next row to write
         self.size = 0   # rows holding data
         self.added = 0  # transitions ever added
 
+    @staticmethod
+    def bytes_for(spec: EnvSpec, capacity: int) -> int:
+        obs = sum(spec[a].obs_dim for a in spec.agents)
+        act = sum(spec[a].act_dim for a in spec.agents)
+        return 4 * capacity * (2 * obs + act + 3 * len(spec.agents))
+
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.obs, self.next_obs, self.actions, self.rewards, self.terminated))
+        return sum(getattr(self, k).nbytes for k in self.FIELDS)
 
     def __len__(self) -> int:
         return self.size
 
     def add(self, obs: dict[str, np.ndarray], actions: dict[str, np.ndarray],
             rewards: dict[str, np.ndarray], next_obs: dict[str, np.ndarray],
-            terminated: dict[str, np.ndarray]) -> None:
-        """Add one vector step: every array is [n, ...] with the same n (the envs)."""
+            terminated: dict[str, np.ndarray], alive: dict[str, np.ndarray] | None = None) -> int:
+        """Add one vector step: every array is [n, ...] with the same n (the envs).
+
+        Rows holding NaN or inf (a faulty env, a diverged policy) are dropped, not stored:
+        one poisoned transition would reach every member. Returns how many were dropped.
+        """
         n = len(rewards[self.agents[0]])
         if n > self.capacity:
             raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
-        idx = (self.pos + np.arange(n)) % self.capacity
+        ok = np.ones(n, bool)
+        for a in self.agents:
+            ok &= np.isfinite(obs[a]).all(1) & np.isfinite(next_obs[a]).all(1)
+            ok &= np.isfinite(actions[a]).all(1) & np.isfinite(rewards[a])
+        rows = np.flatnonzero(ok) if not ok.all() else slice(None)
+        m = int(ok.sum())
+        idx = (self.pos + np.arange(m)) % self.capacity
         for j, a in enumerate(self.agents):
-            self.obs[idx, self.obs_slices[a]] = obs[a]
-            self.next_obs[idx, self.obs_slices[a]] = next_obs[a]
-            self.actions[idx, self.act_slices[a]] = actions[a]
-            self.rewards[idx, j] = rewards[a]
-            self.terminated[idx, j] = terminated[a]
-        self.pos = int((self.pos + n) % self.capacity)
-        self.size = min(self.size + n, self.capacity)
-        self.added += n
+            self.obs[idx, self.obs_slices[a]] = obs[a][rows]
+            self.next_obs[idx, self.obs_slices[a]] = next_obs[a][rows]
+            # an agent that did not act has no action: zeros, not what its policy would have said
+            act = actions[a][rows] if alive is None else actions[a][rows] * alive[a][rows, None]
+            self.actions[idx, self.act_slices[a]] = act
+            self.rewards[idx, j] = rewards[a][rows]
+            self.terminated[idx, j] = terminated[a][rows]
+            self.alive[idx, j] = 1.0 if alive is None else alive[a][rows]
+        self.pos = int((self.pos + m) % self.capacity)
+        self.size = min(self.size + m, self.capacity)
+        self.added += m
+        return n - m
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
         """A uniform batch (with replacement) drawn with the caller's generator."""
@@ -89,16 +113,16 @@ class ReplayBuffer:
             return torch.from_numpy(x).to(dev, non_blocking=True)
 
         obs, nxt, act = t(self.obs[idx]), t(self.next_obs[idx]), t(self.actions[idx])
-        rew, term = t(self.rewards[idx]), t(self.terminated[idx])
+        rew, term, alive = t(self.rewards[idx]), t(self.terminated[idx]), t(self.alive[idx])
         return Batch(
             obs={a: obs[:, s] for a, s in self.obs_slices.items()},
             actions={a: act[:, s] for a, s in self.act_slices.items()},
             rewards={a: rew[:, j] for j, a in enumerate(self.agents)},
             next_obs={a: nxt[:, s] for a, s in self.obs_slices.items()},
             terminated={a: term[:, j] for j, a in enumerate(self.agents)},
+            alive={a: alive[:, j] for j, a in enumerate(self.agents)},
         )
 
-    FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated")
 
     def state_dict(self) -> dict[str, np.ndarray | int]:
         """A copy of the filled rows, in their physical order (so a resumed run samples the same)."""
@@ -117,7 +141,10 @@ class ReplayBuffer:
             order = (pos + np.arange(n)) % n if n == int(state["capacity"]) else order
             pos = n % self.capacity
         for k in self.FIELDS:
-            getattr(self, k)[:n] = np.asarray(state[k])[order]
+            if k in state:  # "alive" came later: older states mean everyone acted
+                getattr(self, k)[:n] = np.asarray(state[k])[order]
+            else:
+                getattr(self, k)[:n] = 1.0
         self.pos, self.size, self.added = pos, n, int(state["added"])
 
 

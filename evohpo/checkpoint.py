@@ -150,17 +150,17 @@ def trainer_state(t: Any, with_buffer: bool) -> tuple[dict[str, Any], dict[str, 
         "eval_rng": rng_state(t.eval_rng), "evo_rng": rng_state(t.evo_rng),
         "members": [{"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps,
                      "learn_acc": m.learn_acc, "fitness": m.fitness, "diverged": m.diverged,
+                     "diverged_why": m.diverged_why,
                      "rng": rng_state(m.rng)} for m in t.members],
         "loop": {"done": t.done.tolist(), "ep_return": t.ep_return.tolist(),
                  "train_returns": t.train_returns, "loss_stats": t.loss_stats},
-        "envs": [{"seed": s["seed"], "episode": s["episode"]} for s in env_states],
         "files": run_files(t.run_dir),
-        "has_buffer": with_buffer,
+        "has_buffer": with_buffer, "restarts": t.restarts, "dropped": t.dropped,
     }
     tensors = {
         "members": [m.algo.state_dict() for m in t.members],
         "obs": t.obs,
-        "env_actions": [s["actions"] for s in env_states],
+        "pool": env_states,  # whatever the pool needs to rebuild its envs, as plain data
         "buffer": t.buffer.state_dict() if with_buffer else {},
     }
     return meta, tensors
@@ -175,10 +175,11 @@ def restore_trainer(t: Any, meta: dict[str, Any], tensors: dict[str, Any]) -> No
     t.members = [
         Member(id=m["id"], parent_id=m["parent_id"], algo=MATD3.from_state_dict(t.spec, sw, st, t.device),
                rng=rng_from(m["rng"]), born=m["born"], steps=m["steps"], learn_acc=m["learn_acc"],
-               fitness=list(m["fitness"]), diverged=m["diverged"])
+               fitness=list(m["fitness"]), diverged=m["diverged"], diverged_why=m.get("diverged_why", ""))
         for m, st in zip(meta["members"], tensors["members"], strict=True)]
     t.generation, t.env_steps, t.window_steps = meta["generation"], meta["env_steps"], meta["window_steps"]
     t.next_id = meta["next_id"]
+    t.restarts, t.dropped = meta.get("restarts", 0), meta.get("dropped", 0)
     t.best_ever = -np.inf if meta["best_ever"] is None else meta["best_ever"]
     t.eval_rng, t.evo_rng = rng_from(meta["eval_rng"]), rng_from(meta["evo_rng"])
     loop = meta["loop"]
@@ -189,9 +190,7 @@ def restore_trainer(t: Any, meta: dict[str, Any], tensors: dict[str, Any]) -> No
     if meta["has_buffer"]:
         t.buffer.load_state_dict(numpify(tensors["buffer"]))
     t.pool.reset(seed=t.pool_seed)
-    states = [{"seed": e["seed"], "episode": e["episode"], "actions": numpify(a)}
-              for e, a in zip(meta["envs"], tensors["env_actions"], strict=True)]
-    t.obs = t.pool.set_state(states)
+    t.obs = t.pool.set_state(numpify(tensors["pool"]))
     saved_obs = numpify(tensors["obs"])
     for a, o in saved_obs.items():  # the rebuilt envs must show what the saved run saw
         if not np.array_equal(t.obs[a], o):

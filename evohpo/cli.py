@@ -16,7 +16,7 @@ from evohpo import config as C
 from evohpo.errors import ConfigError, EvohpoError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "report.html")
+RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "system.jsonl", "report.html")
 
 
 class Parser(argparse.ArgumentParser):
@@ -96,15 +96,27 @@ def resume_config(args: argparse.Namespace) -> tuple[Path, C.Config]:
     return run_dir, cfg
 
 
+def with_backend(cfg: C.Config, args: argparse.Namespace) -> C.Config:
+    """--backend / --ray-address over the config (also on --resume: where a run trains is not its config)."""
+    if not (args.backend or args.ray_address):
+        return cfg
+    d: dict[str, Any] = {"backend": args.backend or "ray"}
+    if args.ray_address:
+        d["address"] = args.ray_address
+    return C.load([C.to_dict(cfg), {"distributed": d}])
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from evohpo import checkpoint
+    from evohpo.distributed import trainer_class
     from evohpo.loggers import ConsoleLogger, JsonlLogger, Logger, Loggers, atomic_write_text
-    from evohpo.trainer import Trainer
 
     notes: list[str] = []
     state = None
     if args.resume:
         run_dir, cfg = resume_config(args)
+        cfg = with_backend(cfg, args)
+        trainer_cls = trainer_class(cfg)
         state = checkpoint.load(run_dir / "checkpoints" / "latest.pt")
         meta = state[0]
         if cfg.steps <= meta["env_steps"]:
@@ -113,21 +125,35 @@ def cmd_train(args: argparse.Namespace) -> int:
         checkpoint.truncate_run_files(run_dir, meta["files"])
         notes.append(f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps")
     else:
+        from evohpo.envs import probe
+
         cfg, notes = resolve_config(args)
+        cfg = with_backend(cfg, args)
+        trainer_cls = trainer_class(cfg)  # Ray asked for but missing: said before a run directory appears
+        from evohpo.trainer import check_memory
+
+        # a bad env or an impossible buffer is refused before a run directory appears
+        check_memory(probe(cfg.env.name, cfg.env.kwargs), cfg.buffer.capacity)
         run_dir = prepare_run_dir(Path(args.run_dir) if args.run_dir else default_run_dir(cfg), args.overwrite)
+    if args.wandb:
+        cfg = C.load([C.to_dict(cfg), {"logging": {"wandb": {"mode": args.wandb}}}])
     atomic_write_text(run_dir / "config.yaml", C.dump(cfg))
     loggers: list[Logger] = []
     if cfg.logging.jsonl:
         loggers.append(JsonlLogger(run_dir))
     if cfg.logging.console and not args.quiet:
         loggers.append(ConsoleLogger(cfg.steps, initial=state[0]["env_steps"] if state else 0))
+    if cfg.logging.wandb.mode != "disabled":
+        from evohpo.wandb_logger import WandbLogger
+
+        loggers.append(WandbLogger(cfg, run_dir, resume=state is not None))
     log = Loggers(loggers)
     for n in notes:
         log.message(n)
     log.message(f"run directory: {run_dir}")
     trainer = None
     try:
-        trainer = Trainer(cfg, log, run_dir)
+        trainer = trainer_cls(cfg, log, run_dir)
         if state:
             checkpoint.restore_trainer(trainer, *state)
         summary = trainer.train()
@@ -196,7 +222,7 @@ def build_parser() -> Parser:
     p = Parser(prog="evohpo", description="Evolve populations of MADDPG / MATD3 agents on PettingZoo envs.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     t = sub.add_parser("train", help="train a population")
-    t.add_argument("--algo", choices=["maddpg", "matd3"], help="algorithm (default from config: matd3)")
+    t.add_argument("--algo", help="maddpg or matd3 (default from config: matd3)")
     t.add_argument("--env", help="env short name (see 'evohpo envs') or module:factory")
     t.add_argument("--config", help="YAML config file")
     t.add_argument("--steps", type=int, help="budget: env steps for the whole population")
@@ -206,6 +232,13 @@ def build_parser() -> Parser:
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     t.add_argument("--quiet", action="store_true", help="no progress bar or per-generation lines")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    t.add_argument("--backend", choices=["local", "ray"], help="local: this process; ray: members in Ray actors "
+                   "(sets distributed.backend; needs pip install 'evohpo[ray]')")
+    t.add_argument("--ray-address", metavar="HOST:PORT", help="run on this Ray cluster (`ray start --head` "
+                   "prints it); implies --backend ray; sets distributed.address")
+    t.add_argument("--wandb", nargs="?", const="online", choices=["online", "offline", "disabled"],
+                   help="log to W&B: online (a bare --wandb; needs `wandb login`) or offline (files in "
+                        "RUN_DIR/wandb, no account); sets logging.wandb.mode")
     t.set_defaults(func=cmd_train)
     ev = sub.add_parser("eval", help="evaluate (or render) a trained member of a run")
     ev.add_argument("run", help="run directory")
@@ -223,6 +256,10 @@ def build_parser() -> Parser:
     e.set_defaults(func=cmd_envs)
     c = sub.add_parser("config", help="list every config key with its default and meaning")
     c.set_defaults(func=cmd_config)
+    from evohpo import report, sweep
+
+    report.add_parser(sub)
+    sweep.add_parser(sub)
     return p
 
 

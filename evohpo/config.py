@@ -46,6 +46,7 @@ class EnvConfig:
     pool: Literal["sync", "async"] = _f("async", "pettingzoo backend: sync in process; async: subprocess workers")
     workers: int = _f(0, "async pool: worker processes (0 = one per CPU core, at most num_envs)", lo=0)
     worker_timeout: float = _f(60.0, "async pool: seconds to wait for a worker before failing", lo=0, lo_open=True)
+    max_restarts: int = _f(3, "env pool failures (a worker crashed, hung or raised) survived before the run stops", lo=0)
 
 
 @dataclass(frozen=True)
@@ -155,9 +156,42 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class WandbConfig:
+    """Weights & Biases (logging.wandb.*): off unless asked for, so a run needs no account."""
+
+    mode: Literal["disabled", "offline", "online"] = _f(
+        "disabled", "disabled: no W&B; offline: W&B run files in <run dir>/wandb, no account or network "
+        "(upload later with `wandb sync`); online: stream to W&B (needs `wandb login` or WANDB_API_KEY)")
+    project: str = _f("evohpo", "W&B project")
+    entity: str | None = _f(None, "W&B user or team (null: your default entity)")
+    group: str | None = _f(None, "W&B run group (null; `evohpo sweep` sets the sweep's name)")
+    tags: list[str] = _f([], "W&B run tags")
+    name: str | None = _f(None, "W&B run name (null: the run directory's name)")
+    checkpoint: bool = _f(True, "log checkpoints/best.pt as a model artifact when the run ends")
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     console: bool = _f(True, "progress bar and one line per generation")
     jsonl: bool = _f(True, "metrics.jsonl and lineage.jsonl in the run directory")
+    wandb: WandbConfig = _f(WandbConfig(), "Weights & Biases")
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """Where the population runs (distributed.*): this process, or Ray actors (see evohpo.distributed)."""
+
+    backend: Literal["local", "ray"] = _f(
+        "local", "local: one process; ray: groups of members in Ray actors, each with its own envs, learning and "
+        "replay copy; the driver selects, mutates, logs and checkpoints (pip install 'evohpo[ray]')")
+    address: str | None = _f(None, "ray: cluster address HOST:PORT (or 'auto'); null: start a local Ray instance")
+    num_actors: int = _f(0, "ray: actors (member groups); population.size must be a multiple; 0 = auto: as many "
+                            "as the cluster's CPUs (GPUs) allow, at most population.size", lo=0)
+    cpus_per_actor: float = _f(1.0, "ray: CPUs each actor asks for (also each job's CPUs in `evohpo sweep`)",
+                               lo=0, lo_open=True)
+    gpus_per_actor: float = _f(0.0, "ray: GPUs each actor asks for; a fraction shares a GPU (0.25: four actors "
+                                    "per GPU); 0: actors train on the CPU", lo=0)
+    max_actor_restarts: int = _f(3, "ray: lost actors (a crash, a lost node) recreated before the run stops", lo=0)
 
 
 @dataclass(frozen=True)
@@ -165,7 +199,7 @@ class Config:
     seed: int = _f(0, "one seed for every random stream", lo=0)
     steps: int = _f(2_000_000, "budget: env steps for the whole population", lo=1)
     device: str = _f("auto", "auto, cpu, cuda or cuda:N")
-    torch_threads: int = _f(0, "torch intra-op threads (0 = auto: the cores the env workers leave free)", lo=0)
+    torch_threads: int = _f(0, "torch intra-op threads (0 = auto: one; raise it for large networks)", lo=0)
     env: EnvConfig = _f(EnvConfig(), "environment and vector pool")
     algo: AlgoConfig = _f(AlgoConfig(), "algorithm and its initial hyperparameters")
     population: PopulationConfig = _f(PopulationConfig(), "population")
@@ -175,6 +209,7 @@ class Config:
     buffer: BufferConfig = _f(BufferConfig(), "replay memory")
     checkpoint: CheckpointConfig = _f(CheckpointConfig(), "checkpoints and resume")
     logging: LoggingConfig = _f(LoggingConfig(), "loggers")
+    distributed: DistributedConfig = _f(DistributedConfig(), "where the population runs: local or Ray")
 
 
 # ----------------------------------------------------------------------------- building
@@ -215,7 +250,10 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
     if origin is Literal:
         if value in typing.get_args(tp):
             return value
-        raise bad
+        from evohpo.errors import closest
+
+        hint = closest(str(value), [str(a) for a in typing.get_args(tp)]) if isinstance(value, str) else ""
+        raise ConfigError(f"config key '{key}': {value!r} is not {_describe(tp)}{hint}")
     if origin is list:
         if not isinstance(value, (list, tuple)):
             raise bad
@@ -442,9 +480,19 @@ def validate(cfg: Config) -> None:
         from evohpo.envs import resolve_backend
 
         resolve_backend(cfg.env.name, cfg.env.kwargs, cfg.env.backend)
+    w = cfg.logging.wandb
+    if not w.project or any(c in w.project for c in '/\\#?%:'):
+        raise ConfigError(f"config key 'logging.wandb.project': {w.project!r} is not a W&B project name "
+                          "(non-empty, none of / \\ # ? % :)")
     dev = cfg.device
     if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
         raise ConfigError(f"config key 'device': {dev!r} is not one of 'auto', 'cpu', 'cuda', 'cuda:N'")
+    d = cfg.distributed
+    if d.num_actors and (d.num_actors > pop or pop % d.num_actors):
+        ok = [n for n in range(1, pop + 1) if pop % n == 0]
+        raise ConfigError(f"config key 'distributed.num_actors': {d.num_actors} must divide population.size ({pop}) "
+                          f"so that every actor holds the same number of members; allowed 0 (auto), "
+                          f"{', '.join(map(str, ok))}")
 
 
 def replace(cfg: Config, **sections: Any) -> Config:

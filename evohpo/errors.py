@@ -33,3 +33,9 @@ class Interrupted(EvohpoError):
     """Ctrl-C: a checkpoint was written; the message says how to resume."""
 
     exit_code = 130
+
+
+class Diverged(EvohpoError):
+    """Every member of the population diverged (NaN or inf losses or weights)."""
+
+    exit_code = 1

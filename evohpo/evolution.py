@@ -3,6 +3,7 @@
 Every function takes its random generator as an argument; every mutation returns a
 :class:`MutationRecord` describing what actually happened (an operator that could not apply
 falls back and is recorded as what it became). Records are written to ``lineage.jsonl``.
+Architecture and activation operators live in :mod:`evohpo.mutations`; ``mutate`` dispatches.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from evohpo import mutations
 from evohpo.config import MutationConfig
 
-KINDS = ("none", "hyperparameters", "weights")
+# each kind's relative probability is the MutationConfig field of the same name
+KINDS = ("none", "hyperparameters", "weights", "architecture", "activation")
 INT_HPS = ("batch_size", "learn_step")
 
 
@@ -26,11 +29,11 @@ class MutationRecord:
     generation: int
     member_id: int
     parent_id: int | None
-    kind: str                      # none | hyperparameters | weights | elite
-    target: str = ""               # e.g. "lr_actor", "actor:speaker_0"
-    before: Any = None
+    kind: str                      # none | hyperparameters | weights | architecture | activation | elite
+    target: str = ""               # e.g. "lr_actor", "actors", "listener_0/actor/layer1", "speaker_0/actor+critic"
+    before: Any = None             # e.g. 0.001, [64, 64], "relu"
     after: Any = None
-    op: str = ""                   # e.g. "*1.2", "clipped at max", "gaussian"
+    op: str = ""                   # e.g. "*1.2", "gaussian ...", "add_node +16", "set_activation"
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -66,7 +69,7 @@ def select(fitness: list[float], tournament_size: int, elitism: bool,
 
 
 def choose_kind(cfg: MutationConfig, rng: np.random.Generator) -> str:
-    weights = np.array([cfg.none, cfg.hyperparameters, cfg.weights], dtype=float)
+    weights = np.array([getattr(cfg, k) for k in KINDS], dtype=float)
     return str(KINDS[int(rng.choice(len(KINDS), p=weights / weights.sum()))])
 
 
@@ -132,4 +135,9 @@ def mutate(member: Any, cfg: MutationConfig, generation: int, rng: np.random.Gen
         rec.target, rec.op = "actors", f"gaussian std={cfg.weight_noise_std:g} frac={cfg.weight_fraction:g}"
         rec.after = {a: round(v, 6) for a, v in change.items()}
         rec.note = "after: L2 norm of the change per agent's actor"
+    elif kind in ("architecture", "activation"):
+        operator = mutations.mutate_architecture if kind == "architecture" else mutations.mutate_activation
+        ch = operator(member.algo, cfg.arch, rng)
+        rec.kind, rec.target, rec.before, rec.after, rec.op, rec.note = (
+            ch.kind, ch.target, ch.before, ch.after, ch.op, ch.note)
     return rec

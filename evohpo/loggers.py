@@ -1,11 +1,16 @@
-"""Loggers behind one ``log(metrics, step)``: console (progress bar + a line per generation), JSONL."""
+"""Loggers behind one ``log(metrics, step)``: console (progress bar + a line per generation), JSONL.
+
+W&B is in :mod:`evohpo.wandb_logger` (imported only when a run asks for it).
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import platform
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,39 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+PACKAGES = ("evohpo", "torch", "numpy", "pettingzoo", "mpe2", "wandb", "matplotlib")
+
+
+def system_info() -> dict[str, Any]:
+    """Where and with what a run ran: versions, machine, command line (one line of system.jsonl)."""
+    from importlib import metadata
+
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    cpu = platform.processor() or platform.machine()
+    try:  # the model name is only in /proc on Linux; platform.processor() is often empty there
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpus: list[str] = []
+    torch = sys.modules.get("torch")  # only ask torch about GPUs if the run has loaded it already
+    if torch is not None and torch.cuda.is_available():
+        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    try:
+        mem_gb: float | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        mem_gb = None
+    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
+            "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
+            "memory_gb": round(mem_gb, 1) if mem_gb else None, "gpus": gpus,
+            "versions": versions, "argv": list(sys.argv)}
+
+
 class Logger:
     def log(self, metrics: dict[str, Any], step: int) -> None:
         pass
@@ -51,11 +89,14 @@ class Logger:
 
 
 class JsonlLogger(Logger):
-    """metrics.jsonl (one line per generation) and lineage.jsonl (one line per mutation record)."""
+    """metrics.jsonl (one line per generation), lineage.jsonl (one line per mutation record), and
+    system.jsonl (one line per process that wrote to the run: versions, machine; for the report)."""
 
     def __init__(self, run_dir: Path):
         self.metrics = open(run_dir / "metrics.jsonl", "a")
         self.lineage_f = open(run_dir / "lineage.jsonl", "a")
+        with open(run_dir / "system.jsonl", "a") as f:
+            f.write(json.dumps(_clean(system_info())) + "\n")
 
     def _write(self, f: Any, obj: dict[str, Any]) -> None:
         f.write(json.dumps(_clean(obj)) + "\n")
@@ -89,9 +130,15 @@ class ConsoleLogger(Logger):
     """A tqdm bar over the env-step budget, and one summary line per generation."""
 
     def __init__(self, total: int, initial: int = 0):
-        self.bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True, dynamic_ncols=True,
-                        file=sys.stderr, smoothing=0.05, mininterval=0.5)
-        self._last = initial
+        self.total, self._last = total, initial
+        self._bar: tqdm | None = None  # made at the first step: an error before it shows no bar
+
+    @property
+    def bar(self) -> tqdm:
+        if self._bar is None:
+            self._bar = tqdm(total=self.total, initial=self._last, unit="step", unit_scale=True,
+                             dynamic_ncols=True, file=sys.stderr, smoothing=0.05, mininterval=0.5)
+        return self._bar
 
     def progress(self, steps: int, postfix: dict[str, Any]) -> None:
         self.bar.update(steps - self._last)
@@ -103,10 +150,14 @@ class ConsoleLogger(Logger):
         self.bar.write(summary_line({"env_steps": step, **metrics}), file=sys.stdout)
 
     def message(self, text: str) -> None:
-        self.bar.write(text, file=sys.stdout)
+        if self._bar is None:
+            print(text, flush=True)
+        else:
+            self._bar.write(text, file=sys.stdout)
 
     def close(self) -> None:
-        self.bar.close()
+        if self._bar is not None:
+            self._bar.close()
 
 
 class Loggers(Logger):

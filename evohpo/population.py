@@ -22,7 +22,8 @@ class Member:
     steps: int = 0                    # env steps its lineage has collected
     learn_acc: int = 0                # env steps since it last learned
     fitness: list[float] = field(default_factory=list)
-    diverged: bool = False
+    diverged: bool = False            # NaN/inf losses or weights: stops learning, loses selection
+    diverged_why: str = ""
 
     @property
     def hp(self) -> Hyperparams:

@@ -28,11 +28,44 @@ from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.config import Config, to_dict
 from evohpo.envs import SyncPool, VectorPool, env_fn, make_pool, probe
 from evohpo.envs.pool import StepResult
-from evohpo.errors import ConfigError, EnvError, Interrupted
+from evohpo.errors import ConfigError, Diverged, EnvError, Interrupted
 from evohpo.loggers import Logger
 from evohpo.population import Member, child_seed, make_population
 
-DEFAULT_THREADS = torch.get_num_threads()
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new allocations (Linux MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(spec: Any, capacity: int) -> None:
+    """Refuse a replay memory that cannot fit: numpy would allocate lazily and fail much later."""
+    need = ReplayBuffer.bytes_for(spec, capacity)
+    have = available_memory()
+    if have is not None and need > 0.9 * have:
+        raise ConfigError(f"config key 'buffer.capacity': {capacity:,} transitions need {human_bytes(need)} "
+                          f"but only {human_bytes(have)} of memory is available; lower buffer.capacity")
+
+
+def nonfinite_weights(algo: Any) -> str | None:
+    """Where the first NaN/inf weight of a member's actors or critics is, or None."""
+    nets = [(f"{a} actor", n) for a, n in algo.actors.items()]
+    nets += [(f"{a} critic {i}", c) for a, cs in algo.critics.items() for i, c in enumerate(cs)]
+    for where, net in nets:
+        for name, p in net.named_parameters():
+            if not bool(torch.isfinite(p).all()):
+                return f"{where} {name}"
+    return None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -46,18 +79,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def torch_threads(cfg: Config) -> int:
-    """Intra-op threads for torch: what the config says, else what is left beside the env workers.
+    """Intra-op threads for torch: what the config says, else one.
 
-    Torch's OpenMP threads spin while they wait; sharing cores with busy env workers makes both
-    crawl (measured on 2 cores: 570 instead of 5,100 env steps/s), so auto leaves them room.
+    The networks are small (batches of a few hundred rows through 64-wide MLPs): a second thread
+    buys nothing, while torch's OpenMP threads spin as they wait and starve env workers or other
+    processes on the same cores (measured on 2 cores: 570 instead of 5,100 env steps/s).
     """
-    if cfg.torch_threads:
-        return cfg.torch_threads
-    cpus = os.cpu_count() or 1
-    if cfg.env.pool == "async":
-        workers = cfg.env.workers or min(cpus, cfg.env.num_envs)
-        return max(1, cpus - workers)
-    return max(1, min(cpus, DEFAULT_THREADS))
+    return cfg.torch_threads or 1
 
 
 def episode_returns(algo: Any, pool: VectorPool, seed: int,
@@ -102,9 +130,9 @@ class Trainer:
         e = cfg.env
         self.spec = probe(e.name, e.kwargs)
         self.fitness_agents = self._fitness_agents()
-        self.pool: VectorPool = make_pool(e.name, e.kwargs, e.num_envs, e.pool, self.spec, e.workers,
-                                          e.worker_timeout)
+        self.pool: VectorPool = self.make_train_pool()
         self.eval_pool = SyncPool([env_fn(e.name, e.kwargs) for _ in range(cfg.eval.episodes)], self.spec)
+        check_memory(self.spec, cfg.buffer.capacity)
         self.buffer = ReplayBuffer(self.spec, cfg.buffer.capacity, self.device)
         self.members = make_population(cfg, self.spec, np.random.default_rng(pop_ss), self.device)
         self.k = e.num_envs // cfg.population.size  # envs per member slot
@@ -118,6 +146,8 @@ class Trainer:
         self.best_ever = -np.inf
         self.done = np.zeros(e.num_envs, bool)
         self.ep_return = np.zeros(e.num_envs)
+        self.restarts = 0         # env pool restarts after failures
+        self.dropped = 0          # non-finite transitions kept out of the replay memory
         self._reset_window_stats()
 
     def _fitness_agents(self) -> list[str]:
@@ -169,20 +199,47 @@ class Trainer:
         obs = self.obs
         assert obs is not None, "train() resets the pool before stepping"
         env_actions, stored = self.act(obs)
-        self.pool.step_async(env_actions)
-        self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
-        res = self.pool.step_wait()
-        self.buffer.add(obs, stored, res.rewards, res.next_obs, res.terminated)
+        try:
+            self.pool.step_async(env_actions)
+            self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
+            res = self.pool.step_wait()
+        except EnvError as e:
+            self.restart_pool(e)  # this step's transitions are lost, never stored as if complete
+            return
+        self.dropped += self.buffer.add(obs, stored, res.rewards, res.next_obs, res.terminated, res.alive)
         self.track_episodes(res)
         self.obs = res.obs
         self.count_steps()
+
+    def restart_pool(self, error: EnvError) -> None:
+        """Replace a failed pool with fresh envs; after ``env.max_restarts`` failures, stop."""
+        self.restarts += 1
+        limit = self.cfg.env.max_restarts
+        if self.restarts > limit:
+            raise EnvError(f"{error} -- the env pool failed {self.restarts} times (env.max_restarts is "
+                           f"{limit}); stopping. The last checkpoint is kept.") from None
+        self.log.message(f"{error}; restarting the env pool with fresh envs ({self.restarts}/{limit})")
+        with contextlib.suppress(Exception):
+            self.pool.close()
+        self.pool = self.make_train_pool()
+        seed = int(np.random.SeedSequence([self.pool_seed, self.restarts]).generate_state(1)[0])
+        self.obs = self.pool.reset(seed=seed)
+        self.ep_return[:] = 0.0  # the cut episodes are not counted as returns
+        self.done[:] = True      # and exploration noise restarts with the new episodes
+
+    def make_train_pool(self) -> VectorPool:
+        e = self.cfg.env
+        return make_pool(e.name, e.kwargs, e.num_envs, e.pool, self.spec, e.workers, e.worker_timeout, e.backend)
 
     # ----------------------------------------------------------------------------- checkpoints
     def save_checkpoint(self) -> None:
         if self.run_dir is None or not self.cfg.checkpoint.enabled:
             return
         meta, tensors = checkpoint.trainer_state(self, with_buffer=self.cfg.checkpoint.buffer)
-        checkpoint.save(self.run_dir / "checkpoints" / "latest.pt", meta, tensors)
+        try:
+            checkpoint.save(self.run_dir / "checkpoints" / "latest.pt", meta, tensors)
+        except checkpoint.CheckpointError as e:  # e.g. a full disk: keep training, try again next time
+            self.log.message(f"warning: {e}")
 
     def save_best(self, fitness: list[float]) -> None:
         """Keep the best member ever seen (its networks and record) in checkpoints/best.pt."""
@@ -194,7 +251,10 @@ class Trainer:
                 "member": {"id": m.id, "parent_id": m.parent_id, "fitness": fitness[best],
                            "per_agent": self.eval_returns[best], "eval_seed": self.eval_seed,
                            "hyperparams": dataclasses.asdict(m.hp), "arch": m.algo.arch()}}
-        checkpoint.save(self.run_dir / "checkpoints" / "best.pt", meta, {"algo": m.algo.state_dict()})
+        try:
+            checkpoint.save(self.run_dir / "checkpoints" / "best.pt", meta, {"algo": m.algo.state_dict()})
+        except checkpoint.CheckpointError as e:
+            self.log.message(f"warning: {e}")
 
     @contextlib.contextmanager
     def interrupts(self) -> Iterator[None]:
@@ -231,6 +291,12 @@ class Trainer:
                  for j, m in enumerate(self.members)]
         env_act = {a: np.concatenate([p[0][a] for p in parts]) for a in self.spec.agents}
         stored = {a: np.concatenate([p[1][a] for p in parts]) for a in self.spec.agents}
+        for a in self.spec.agents:  # a policy gone NaN must not drive the envs into NaN states
+            if not np.isfinite(env_act[a]).all():
+                np.nan_to_num(env_act[a], copy=False, nan=self.spec[a].low, posinf=self.spec[a].high,
+                              neginf=self.spec[a].low)
+                np.nan_to_num(stored[a], copy=False, nan=self.spec[a].low, posinf=self.spec[a].high,
+                              neginf=self.spec[a].low)
         return env_act, stored
 
     def learn(self) -> None:
@@ -242,7 +308,12 @@ class Trainer:
                 if not ready or len(self.buffer) < m.hp.batch_size:
                     continue
                 for _ in range(self.cfg.algo.gradient_steps):
+                    if m.diverged:
+                        break
                     metrics = m.algo.learn(self.buffer.sample(m.hp.batch_size, m.rng))
+                    bad = [k for k, v in metrics.items() if not np.isfinite(v)]
+                    if bad:
+                        self.mark_diverged(m, f"non-finite {', '.join(bad)}")
                     stats = self.loss_stats[j]
                     for key, v in metrics.items():
                         name = key.split("/")[0]
@@ -275,15 +346,37 @@ class Trainer:
 
     def evaluate_population(self) -> list[float]:
         seed = self.eval_seed = child_seed(self.eval_rng)  # every member meets the same episodes
-        fitness = []
-        self.eval_returns: list[dict[str, float]] = []
         self.evaluated = list(self.members)  # the logs of this window describe these members
-        for m in self.members:
-            f, per_agent = self.evaluate(m, seed)
+        results = self.evaluate_members(seed)
+        fitness = [f for f, _ in results]
+        self.eval_returns: list[dict[str, float]] = [per_agent for _, per_agent in results]
+        for m, f in zip(self.members, fitness, strict=True):
             m.fitness.append(f)
-            fitness.append(f)
-            self.eval_returns.append(per_agent)
+        if all(m.diverged for m in self.members):
+            where = f" ({self.run_dir / 'checkpoints' / 'latest.pt'})" if self.run_dir else ""
+            raise Diverged(f"every member diverged by generation {self.generation} "
+                           f"({'; '.join(f'member {m.id}: {m.diverged_why}' for m in self.members)}); "
+                           f"the last good generation's checkpoint is kept{where}")
         return fitness
+
+    def evaluate_members(self, seed: int) -> list[tuple[float, dict[str, float]]]:
+        """(fitness, per-agent returns) of every member, in order (RayTrainer evaluates in its actors)."""
+        results = []
+        for m in self.members:
+            broken = nonfinite_weights(m.algo)
+            if broken:
+                self.mark_diverged(m, f"non-finite weights in {broken}")
+            if m.diverged:  # the worst fitness: it is replaced at this selection
+                results.append((-np.inf, {a: float("nan") for a in self.spec.agents}))
+            else:
+                results.append(self.evaluate(m, seed))
+        return results
+
+    def mark_diverged(self, m: Member, why: str) -> None:
+        if not m.diverged:
+            m.diverged, m.diverged_why = True, why
+            self.log.message(f"member {m.id} diverged ({why}); it stops learning and is replaced at the "
+                             "next selection")
 
     def target_reached(self, fitness: list[float]) -> bool:
         target = self.cfg.evolution.target_fitness
@@ -297,7 +390,11 @@ class Trainer:
         """Tournament selection with elitism, then mutate every member but the elite."""
         ev = self.cfg.evolution
         parents = evolution.select(fitness, ev.tournament_size, ev.elitism, self.evo_rng)
-        new_members, records = [], []
+        best = max(range(len(fitness)), key=lambda i: (not self.members[i].diverged, fitness[i], -i))
+        parents = [best if self.members[p].diverged else p for p in parents]  # no diverged parents
+        new_members: list[Member] = []
+        records = [evolution.MutationRecord(self.generation, m.id, m.parent_id, "diverged", note=m.diverged_why)
+                   for m in self.members if m.diverged]
         for slot, p in enumerate(parents):
             parent = self.members[p]
             if slot == 0 and ev.elitism:
@@ -335,9 +432,11 @@ class Trainer:
             "train/env_steps_per_s": self.window_steps * self.cfg.env.num_envs / self.k / window_s,
             "train/episodic_return": float(np.mean(self.train_returns)) if self.train_returns else None,
             "eval/best_fitness": fitness[best],
-            "eval/mean_fitness": float(np.mean(fitness)),
+            "eval/mean_fitness": float(np.mean([f for f in fitness if np.isfinite(f)] or [-np.inf])),
             "eval/best_ever": self.best_ever,
             "eval/best_member": self.evaluated[best].id,
+            "train/dropped_transitions": self.dropped,
+            "train/env_restarts": self.restarts,
         }
         for a, r in self.eval_returns[best].items():
             m[f"eval/return/{a}"] = r

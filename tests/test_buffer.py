@@ -248,4 +248,4 @@ def test_load_full_buffer_into_larger_capacity():
 def test_nbytes():
     buf = ReplayBuffer(SPEC, capacity=10)
     obs_w, act_w = 3 + 11, 3 + 5
-    assert buf.nbytes == 10 * 4 * (2 * obs_w + act_w + 2 * 2)
+    assert buf.nbytes == 10 * 4 * (2 * obs_w + act_w + 3 * 2)  # rewards, terminated, alive

@@ -53,9 +53,11 @@ def test_resume_refuses_other_config_and_spent_budget(tmp_path: Path, capsys: py
 
 
 def test_sigint_checkpoints_and_resumes_exactly(tmp_path: Path) -> None:
-    assert train(tmp_path / "full", 4000) == 0
+    # long windows: few checkpoints, and the interrupt lands inside the second window
+    longer = ["--set", "evolution.evo_steps=600"]
+    assert train(tmp_path / "full", 3600, *longer) == 0
     run = tmp_path / "int"
-    cmd = [sys.executable, "-m", "evohpo", "train", *ARGS, "--steps", "4000", "--run-dir", str(run)]
+    cmd = [sys.executable, "-m", "evohpo", "train", *ARGS, *longer, "--steps", "3600", "--run-dir", str(run)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=Path(__file__).parent.parent)
     deadline = time.time() + 60
@@ -69,7 +71,7 @@ def test_sigint_checkpoints_and_resumes_exactly(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert "Traceback" not in err and f"evohpo train --resume {run}" in err
     meta, _ = checkpoint.load(run / "checkpoints" / "latest.pt")
-    assert 0 < meta["env_steps"] < 4000
+    assert 0 < meta["env_steps"] < 3600
     assert main(["train", "--resume", str(run), "--quiet"]) == 0
     assert logs(run) == logs(tmp_path / "full")
 

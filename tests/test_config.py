@@ -255,7 +255,8 @@ def test_mutation_bound_min_above_max():
 
 
 def test_mutation_probabilities_and_factors():
-    assert "mutation" in _err([{"mutation": {"none": 0, "hyperparameters": 0, "weights": 0}}])
+    assert "mutation" in _err([{"mutation": {"none": 0, "hyperparameters": 0, "weights": 0,
+                                             "architecture": 0, "activation": 0}}])
     msg = _err([{"mutation": {"factors": [0.8, 0.0]}}])
     assert "mutation.factors" in msg
     assert "mutation.factors" in _err([{"mutation": {"factors": []}}])

@@ -25,7 +25,9 @@ BOUNDS = {"lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "batch_size": (32
 
 def mcfg(**kw) -> MutationConfig:
     """A MutationConfig built (and type-checked) by config.build, with explicit bounds."""
-    data = {"bounds": {k: {"min": lo, "max": hi} for k, (lo, hi) in BOUNDS.items()}}
+    # architecture / activation kinds are off unless asked for: tests/test_mutations.py covers them
+    data = {"architecture": 0.0, "activation": 0.0,
+            "bounds": {k: {"min": lo, "max": hi} for k, (lo, hi) in BOUNDS.items()}}
     for k, v in kw.items():
         if k == "bounds":
             for name, b in v.items():

@@ -230,14 +230,19 @@ class MATD3:
         metrics: dict[str, float] = {}
         for i, a in enumerate(agents):
             y = targets[a]
-            critic_loss = torch.stack([F.mse_loss(c(critic_in).squeeze(1), y) for c in self.critics[a]]).sum()
+            # rows where this agent did not act (it left the episode) teach its critic nothing
+            mask = batch.alive[a]
+            denom = mask.sum().clamp(min=1.0)
+            critic_loss = torch.stack([(mask * (c(critic_in).squeeze(1) - y).pow(2)).sum() / denom
+                                       for c in self.critics[a]]).sum()
             self._step(self.critic_opts[a], critic_loss)
             metrics[f"critic_loss/{a}"] = critic_loss.item()
             if update_actor:
                 # the other agents' actions come from the buffer, as in MADDPG's policy gradient
                 act_i, raw = self._train_action(a, batch.obs[a])
                 joint = torch.cat([obs_all, *act_all[:i], act_i, *act_all[i + 1:]], dim=1)
-                actor_loss = -self.critics[a][0](joint).mean() + self.sw.action_reg * raw.pow(2).mean()
+                q = self.critics[a][0](joint).squeeze(1)
+                actor_loss = (-(mask * q).sum() + self.sw.action_reg * (mask * raw.pow(2).mean(1)).sum()) / denom
                 self._step(self.actor_opts[a], actor_loss)
                 metrics[f"actor_loss/{a}"] = actor_loss.item()
         if update_actor:
@@ -306,8 +311,10 @@ class MATD3:
                 c.load_state_dict(sd)
             for c, sd in zip(self.critic_targets[a], state["critic_targets"][a], strict=True):
                 c.load_state_dict(sd)
-            self.actor_opts[a].load_state_dict(state["actor_opts"][a])
-            self.critic_opts[a].load_state_dict(state["critic_opts"][a])
+            # torch's Optimizer.load_state_dict keeps the given tensors (step, moments) by reference:
+            # copy them, or two members loaded from one in-memory state would step each other's Adam
+            self.actor_opts[a].load_state_dict(copy.deepcopy(state["actor_opts"][a]))
+            self.critic_opts[a].load_state_dict(copy.deepcopy(state["critic_opts"][a]))
         self.set_hyperparams()  # the optimizers' lr follow hp
         self.updates = int(state["updates"])
         self.gen.set_state(state["gen"])

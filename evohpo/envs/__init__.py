@@ -1,4 +1,4 @@
-"""Environments: registry, spec, and vector pools (sync and async)."""
+"""Environments: registry, spec, and vector pools (sync, async, and batched mpe2)."""
 
 from __future__ import annotations
 
@@ -6,22 +6,52 @@ from typing import Any
 
 from evohpo.envs.pool import StepResult, SyncPool, VectorPool
 from evohpo.envs.registry import ENVS, EnvSpec, env_fn, make_env, probe, spec_of
+from evohpo.errors import ConfigError
 
-__all__ = ["ENVS", "EnvSpec", "StepResult", "SyncPool", "VectorPool", "env_fn", "make_env",
-           "make_pool", "probe", "spec_of"]
+__all__ = ["BACKENDS", "ENVS", "EnvSpec", "StepResult", "SyncPool", "VectorPool", "env_fn", "make_env",
+           "make_pool", "probe", "resolve_backend", "spec_of"]
+
+BACKENDS = ("auto", "pettingzoo", "batched")
+
+
+def resolve_backend(name: str, kwargs: dict[str, Any], backend: str) -> str:
+    """'pettingzoo' or 'batched': auto takes the batched backend where the env has one."""
+    from evohpo.envs.batched import SCENARIOS, unsupported
+
+    if backend not in BACKENDS:
+        raise ConfigError(f"config key 'env.backend': {backend!r} is not one of "
+                          f"{', '.join(repr(b) for b in BACKENDS)}")
+    if backend == "pettingzoo":
+        return backend
+    why = unsupported(name, kwargs)
+    if backend == "auto":
+        return "pettingzoo" if why else "batched"
+    if why:
+        raise ConfigError(f"config key 'env.backend': 'batched' cannot run this env: {why}; "
+                          f"batched envs: {', '.join(SCENARIOS)}; use 'auto' or 'pettingzoo'")
+    return backend
 
 
 def make_pool(name: str, kwargs: dict[str, Any], num_envs: int, pool: str = "sync",
-              spec: EnvSpec | None = None, workers: int = 0, timeout: float = 60.0) -> VectorPool:
-    """A pool of ``num_envs`` copies of env ``name``: ``sync`` in process, ``async`` in workers."""
+              spec: EnvSpec | None = None, workers: int = 0, timeout: float = 60.0,
+              backend: str = "pettingzoo") -> VectorPool:
+    """A pool of ``num_envs`` copies of env ``name``.
+
+    ``backend`` pettingzoo: PettingZoo envs, ``pool`` sync (in process) or async (in workers);
+    batched: every env in one numpy step (in process; ``pool`` and ``workers`` do not apply);
+    auto: batched where the env has it. The default stays pettingzoo so that code comparing a
+    pool with mpe2 envs of the same seed keeps doing so; the trainer passes ``env.backend``.
+    """
+    if pool not in ("sync", "async"):
+        raise ConfigError(f"config key 'env.pool': {pool!r} is not one of 'sync', 'async'")
     spec = spec or probe(name, kwargs)
+    if resolve_backend(name, kwargs, backend) == "batched":
+        from evohpo.envs.batched.pool import BatchedPool
+
+        return BatchedPool(name, kwargs, num_envs, spec)
     fns = [env_fn(name, kwargs) for _ in range(num_envs)]
     if pool == "sync":
         return SyncPool(fns, spec)
-    if pool == "async":
-        from evohpo.envs.async_pool import AsyncPool
+    from evohpo.envs.async_pool import AsyncPool
 
-        return AsyncPool(fns, spec, workers=workers, timeout=timeout, name=name)
-    from evohpo.errors import ConfigError
-
-    raise ConfigError(f"config key 'env.pool': {pool!r} is not one of 'sync', 'async'")
+    return AsyncPool(fns, spec, workers=workers, timeout=timeout, name=name)

@@ -133,6 +133,7 @@ class EnvSlots:
     def step(self) -> None:
         spec, out = self.spec, self.out
         for i, env in enumerate(self.envs):
+            self.current = i
             live = env.agents
             act = {}
             for a in live:
@@ -157,8 +158,9 @@ class EnvSlots:
                 obs, _ = env.reset(seed=episode_seed(self.base_seeds[i], self.episodes[i]))
                 self._write_obs("obs", i, obs)
             else:
-                for a in spec.agents:
-                    out["obs"][a][i] = out["next_obs"][a][i]
+                still = env.agents
+                for a in spec.agents:  # an agent that left has nothing to observe: zeros, masked later
+                    out["obs"][a][i] = out["next_obs"][a][i] if a in still else 0.0
 
 
 def action_arrays(spec: EnvSpec, n: int) -> dict[str, np.ndarray]:
@@ -204,7 +206,13 @@ class SyncPool(VectorPool):
         if not self._pending:
             raise RuntimeError("step_wait called without step_async")
         self._pending = False
-        self._slots.step()
+        try:
+            self._slots.step()
+        except Exception as e:  # a faulty env: say which, so the trainer can restart the pool
+            from evohpo.errors import EnvError
+
+            raise EnvError(f"env {self.spec.name!r}: env {self._slots.current} raised "
+                           f"{type(e).__name__}: {e}") from e
         return copy_result(self._arrays)
 
     def get_state(self) -> list[dict[str, Any]]:

@@ -1,0 +1,106 @@
+"""The population on a Ray cluster (``distributed.backend: ray``).
+
+What runs where:
+
+* **Actors** (:class:`~evohpo.distributed.group.MemberGroup`, one per ``distributed.num_actors``):
+  each holds ``population.size / num_actors`` member slots, its share of ``env.num_envs`` envs,
+  and its own copy of the replay memory. It runs the local trainer's loop for its members
+  (act -> step_async -> learn -> step_wait -> store) for a whole evolution window, and
+  evaluates its members on its own evaluation envs. Actors ask Ray for
+  ``distributed.cpus_per_actor`` CPUs and ``distributed.gpus_per_actor`` GPUs (a fraction
+  shares a GPU between actors).
+* **The driver** (:class:`~evohpo.distributed.driver.RayTrainer`, a subclass of the local
+  ``Trainer``) keeps the books: the loop, evaluation seeds, selection and mutation (the local
+  ``Trainer.evolve``), logging, lineage and checkpoints (the local format). Weights, optimizer
+  state and random generators travel as state dicts through Ray's object store.
+* **Experience** is shared every window: each actor returns the transitions it stored in the
+  window as one block of rows, and every other actor appends them to its replay copy. The rows
+  go actor to actor through the object store (the driver only passes references), so a window
+  moves ``transitions x bytes per transition x (actors - 1)`` bytes.
+
+Ray is an optional extra: ``pip install 'evohpo[ray]'``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from types import ModuleType
+from typing import Any
+
+from evohpo.errors import ConfigError, EvohpoError
+
+INSTALL = "Ray is not installed; pip install 'evohpo[ray]'"
+
+
+class ActorLost(EvohpoError):
+    """Ray actors were lost more often than ``distributed.max_actor_restarts`` allows."""
+
+    exit_code = 1
+
+
+def require_ray() -> ModuleType:
+    """The ray module, or a ConfigError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"config key 'distributed.backend': 'ray' asked for, but {INSTALL}") from None
+    return ray
+
+
+def trainer_class(cfg: Any) -> type:
+    """The trainer for ``distributed.backend``: the local Trainer, or RayTrainer (Ray and the cluster's
+    address checked first, so that a bad one is refused before a run directory appears)."""
+    if cfg.distributed.backend == "ray":
+        require_ray()
+        check_address(cfg.distributed.address)
+        from evohpo.distributed.driver import RayTrainer
+
+        return RayTrainer
+    from evohpo.trainer import Trainer
+
+    return Trainer
+
+
+def connect(address: str | None) -> bool:
+    """Connect to the Ray cluster at ``address`` (None: start a local instance) unless connected.
+
+    Returns whether this call started the connection (and so should end it).
+    """
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"address": address, "logging_level": "warning"}
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        kwargs["include_dashboard"] = False  # a local instance for one run needs no web UI
+    check_address(address)
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as e:
+        raise ConfigError(f"config key 'distributed.address': cannot connect to a Ray cluster at {address!r} "
+                          f"({e}); start one with `ray start --head`, or leave the address null for a local "
+                          "instance") from None
+    return True
+
+
+def check_address(address: str | None) -> None:
+    """A ConfigError now if nothing listens at ``address`` (ray.init would retry for minutes)."""
+    if address and reachable(address) is False:
+        raise ConfigError(f"config key 'distributed.address': nothing answers at {address!r}; start the head node "
+                          "with `ray start --head` and pass the address it prints, or leave the address null "
+                          "for a local instance")
+
+
+def reachable(address: str, timeout: float = 5.0) -> bool | None:
+    """Whether a TCP connection to HOST:PORT opens (None: not a HOST:PORT address, e.g. 'auto')."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+__all__ = ["INSTALL", "ActorLost", "connect", "require_ray", "trainer_class"]

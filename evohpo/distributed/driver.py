@@ -1,0 +1,410 @@
+"""The driver of a Ray run: the local Trainer's loop, with the members' work done in actors.
+
+``RayTrainer`` subclasses :class:`~evohpo.trainer.Trainer` and keeps its loop (``train``),
+selection and mutation (``evolve``), logging (``log_generation``) and checkpoints as they are.
+It replaces three things: ``step`` runs a whole window (or what is left of the budget) in every
+actor at once, then shares the new experience; ``evaluate_members`` evaluates in the actors in
+parallel; and ``pool`` / ``buffer`` are views of the actors' envs and replay copies, so that
+:mod:`evohpo.checkpoint` saves and restores a Ray run in the local format. A checkpoint of
+either backend resumes on the other.
+
+Slots are laid out as in a local run: actor ``g`` holds member slots ``g*m .. (g+1)*m - 1``
+(``m = population.size / num_actors``) and envs ``g*e .. (g+1)*e - 1`` of the pool, each env
+seeded as the local pool seeds it. With one actor, a Ray run repeats a local run exactly.
+
+Faults: an actor that dies (its process, or its node) is recreated; its members come back from
+the driver's copy (their state at the last window end, which is what the last checkpoint holds),
+its replay copy from a live actor (or the checkpoint), its envs start fresh episodes. What it did
+since that window end is lost; each restored member gets a lineage record (kind ``restored``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evohpo import checkpoint
+from evohpo import config as C
+from evohpo.buffer import ReplayBuffer, human_bytes
+from evohpo.distributed import ActorLost, connect, require_ray
+from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state
+from evohpo.envs import VectorPool
+from evohpo.errors import ConfigError, EvohpoError
+from evohpo.evolution import MutationRecord
+from evohpo.loggers import Logger
+from evohpo.population import Member
+from evohpo.trainer import Trainer
+
+
+def resolve_num_actors(d: C.DistributedConfig, pop: int, resources: dict[str, float]) -> int:
+    """``distributed.num_actors``, or (0) the most actors the cluster fits that divide the population."""
+    cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
+
+    def fits(n: int) -> bool:
+        return n * d.cpus_per_actor <= cpus + 1e-9 and n * d.gpus_per_actor <= gpus + 1e-9
+
+    if d.num_actors:
+        if not fits(d.num_actors):
+            raise ConfigError(
+                f"config key 'distributed.num_actors': {d.num_actors} actors x {d.cpus_per_actor:g} CPUs"
+                f"{f' x {d.gpus_per_actor:g} GPUs' if d.gpus_per_actor else ''} do not fit the Ray cluster "
+                f"({cpus:g} CPUs, {gpus:g} GPUs); lower distributed.num_actors, distributed.cpus_per_actor or "
+                "distributed.gpus_per_actor, or add nodes")
+        return d.num_actors
+    fitting = [n for n in range(1, pop + 1) if pop % n == 0 and fits(n)]
+    if not fitting:
+        raise ConfigError(f"config key 'distributed.cpus_per_actor': one actor ({d.cpus_per_actor:g} CPUs, "
+                          f"{d.gpus_per_actor:g} GPUs) does not fit the Ray cluster ({cpus:g} CPUs, {gpus:g} GPUs)")
+    return max(fitting)
+
+
+def writable(obj: Any) -> Any:
+    """Copies of the read-only arrays Ray hands out (zero-copy views of its object store)."""
+    if isinstance(obj, np.ndarray):
+        return obj if obj.flags.writeable else obj.copy()
+    if isinstance(obj, dict):
+        return {k: writable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [writable(v) for v in obj]
+    return obj
+
+
+class ActorPool(VectorPool):
+    """The driver's view of the actors' envs, laid out as one local pool (for checkpoints)."""
+
+    def __init__(self, trainer: RayTrainer):
+        self.t = trainer
+        self.spec = trainer.spec
+        self.num_envs = trainer.cfg.env.num_envs
+
+    def _obs(self, parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        return {a: np.concatenate([p[a] for p in parts]) for a in self.spec.agents}
+
+    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+        e = self.t.envs_per_actor
+        base = 0 if seed is None else seed
+        return self._obs(self.t.call_all("reset", lambda g: (base + g * e,)))
+
+    def get_state(self) -> list[dict[str, Any]]:
+        return [writable(st) for part in self.t.call_all("pool_state") for st in part]
+
+    def set_state(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+        e = self.t.envs_per_actor
+        return self._obs(self.t.call_all("set_pool_state", lambda g: (list(states[g * e:(g + 1) * e]),)))
+
+    def close(self) -> None:
+        self.t.stop_actors()
+
+
+class SharedReplay:
+    """The driver's view of the replay memory: every actor holds a copy with the same transitions."""
+
+    def __init__(self, trainer: RayTrainer):
+        self.t = trainer
+        self.capacity = trainer.cfg.buffer.capacity
+        self.nbytes = ReplayBuffer.bytes_for(trainer.spec, self.capacity)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Actor 0's copy (the others hold the same rows; within a window their order differs)."""
+        return writable(self.t.call_all("buffer_state", only=[0])[0])
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        ray = require_ray()
+        ref = ray.put(state)  # stored once, read by every actor
+        self.t.call_all("load_buffer", lambda g: (ref,))
+
+
+class RayTrainer(Trainer):
+    def __init__(self, cfg: C.Config, logger: Logger | None = None, run_dir: Path | None = None):
+        self.ray = require_ray()
+        d = cfg.distributed
+        if cfg.device.startswith("cuda:"):
+            raise ConfigError(f"config key 'device': {cfg.device!r} names a GPU, but Ray gives each actor its own "
+                              "share of a GPU; use 'auto' or 'cuda' with distributed.gpus_per_actor")
+        if cfg.device.startswith("cuda") and d.gpus_per_actor == 0:
+            raise ConfigError(f"config key 'distributed.gpus_per_actor': 0, but device is {cfg.device!r}: Ray gives "
+                              "an actor a GPU only if it asks for one; set distributed.gpus_per_actor (e.g. 0.5)")
+        self.owns_ray = connect(d.address)
+        self.actors: list[Any] = []
+        try:
+            self.num_actors = resolve_num_actors(d, cfg.population.size, self.ray.cluster_resources())
+            # the driver holds members on the CPU: it only selects, mutates and saves them
+            super().__init__(C.load([C.to_dict(cfg), {"device": "cpu"}]), logger, run_dir)
+            self.cfg = cfg
+            self.per_actor = cfg.population.size // self.num_actors
+            self.envs_per_actor = cfg.env.num_envs // self.num_actors
+            self.group_cfg = C.to_dict(group_config(cfg, self.num_actors))
+            self.buffer = SharedReplay(self)  # type: ignore[assignment]
+            self.actor_restarts = 0
+            self.placed: list[Member | None] = [None] * cfg.population.size  # what each actor slot holds
+            self.timing = {"collect": 0.0, "share": 0.0, "sync": 0.0, "evaluate": 0.0, "recover": 0.0}
+            self.shared_bytes = 0
+            self.device_gens: dict[int, Any] = {}  # members' torch generator states on GPU actors
+            self.actors = [self.spawn(g) for g in range(self.num_actors)]
+            self.infos = self.ray.get([a.info.remote() for a in self.actors])
+        except BaseException:
+            self.stop_actors()
+            raise
+
+    # ----------------------------------------------------------------------------- actors
+    def make_train_pool(self) -> VectorPool:
+        return ActorPool(self)
+
+    def spawn(self, g: int) -> Any:
+        d = self.cfg.distributed
+        cls = self.ray.remote(MemberGroup).options(
+            num_cpus=d.cpus_per_actor, num_gpus=d.gpus_per_actor, max_restarts=0,
+            scheduling_strategy="SPREAD")  # one actor per node before two on one
+        return cls.remote(self.group_cfg, g)
+
+    def slots(self, g: int) -> range:
+        return range(g * self.per_actor, (g + 1) * self.per_actor)
+
+    def stop_actors(self) -> None:
+        for a in self.actors:
+            with contextlib.suppress(Exception):
+                self.ray.kill(a)
+        self.actors = []
+        if getattr(self, "owns_ray", False):
+            self.owns_ray = False
+            self.ray.shutdown()
+
+    def call_all(self, method: str, args: Callable[[int], tuple[Any, ...]] = lambda g: (),
+                 only: Sequence[int] | None = None) -> list[Any]:
+        """Call ``method`` on every actor (or ``only`` these) at once; a lost actor is recovered
+        and asked again. An evohpo error raised in an actor is raised here as it is."""
+        groups = list(range(self.num_actors)) if only is None else list(only)
+        out: dict[int, Any] = {}
+        while groups:
+            refs = {g: getattr(self.actors[g], method).remote(*args(g)) for g in groups}
+            groups = []
+            for g, ref in refs.items():
+                try:
+                    out[g] = self.get(ref)
+                except self.ray.exceptions.RayActorError as e:
+                    self.recover(g, e)
+                    groups.append(g)
+        return [out[g] for g in sorted(out)]
+
+    def get(self, ref: Any) -> Any:
+        try:
+            return self.ray.get(ref)
+        except self.ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, EvohpoError):  # one clear line, not a remote traceback
+                raise e.cause from None
+            raise
+
+    # ----------------------------------------------------------------------------- the loop
+    def train(self) -> dict[str, Any]:
+        d, n = self.cfg.distributed, self.num_actors
+        hosts = sorted({i["host"] for i in self.infos})
+        self.log.message(f"ray: {n} actors x {self.per_actor} members, {self.envs_per_actor} envs each, on "
+                         f"{len(hosts)} node(s); {d.cpus_per_actor:g} CPUs"
+                         f"{f', {d.gpus_per_actor:g} GPUs' if d.gpus_per_actor else ''} per actor, "
+                         f"members on {self.infos[0]['device']}")
+        window = self.cfg.evolution.evo_steps * self.cfg.population.size
+        self.log.message(f"ray: experience sharing moves ~{human_bytes(window * self.row_bytes * (n - 1))} per "
+                         f"window ({window:,} transitions x {self.row_bytes} B x {n - 1} other actors); "
+                         f"every actor keeps a {human_bytes(self.buffer.nbytes)} replay copy")
+        self.push_loop()
+        self.sync_members()
+        return super().train()
+
+    @property
+    def row_bytes(self) -> int:
+        return ReplayBuffer.bytes_for(self.spec, 1)
+
+    def step(self) -> None:
+        """Every actor runs to the window's end (or the budget's), then the experience is shared."""
+        self.sync_members()
+        cfg = self.cfg
+        n = min(-(-(cfg.evolution.evo_steps - self.window_steps) // self.k),
+                -(-(cfg.steps - self.env_steps) // cfg.env.num_envs))
+        t0 = time.perf_counter()
+        calls = self.dispatch(n)
+        reports: list[Any] = []
+        for report_ref, _ in calls:
+            try:
+                reports.append(self.get(report_ref))
+            except self.ray.exceptions.RayActorError as e:
+                reports.append(e)
+        t1 = time.perf_counter()
+        for g, r in enumerate(reports):
+            if not isinstance(r, Exception):
+                self.absorb(g, r)
+        lost = {g: r for g, r in enumerate(reports) if isinstance(r, Exception)}
+        live = [g for g in range(len(calls)) if g not in lost]
+        self.share([calls[g][1] for g in live], live)
+        self.timing["collect"] += t1 - t0
+        self.timing["share"] += time.perf_counter() - t1
+        for g, err in lost.items():
+            self.recover(g, err)
+        self.env_steps += n * cfg.env.num_envs
+        self.window_steps += n * self.k
+        self.log.progress(self.env_steps, {})
+
+    def dispatch(self, n: int) -> list[Any]:
+        """Start ``n`` vector steps in every actor: one (report, rows) pair of references each."""
+        share = self.env_steps // self.num_actors
+        self.restarts_before = self.restarts
+        return [a.run.options(num_returns=2).remote(n, share, self.restarts) for a in self.actors]
+
+    def absorb(self, g: int, report: dict[str, Any]) -> None:
+        """Take an actor's window into the driver's books: its members' states and its statistics."""
+        for j, st in zip(self.slots(g), report["members"], strict=True):
+            m = self.members[j]
+            algo = st["algo"]
+            if not generator_fits(algo["gen"], m.algo.device):  # a GPU actor's stream: kept for it as is
+                self.device_gens[m.id] = algo["gen"]
+                algo = {**algo, "gen": m.algo.gen.get_state()}
+            m.algo.load_state_dict(algo)
+            m.rng = checkpoint.rng_from(st["rng"])
+            m.steps, m.learn_acc = st["steps"], st["learn_acc"]
+            if st["diverged"]:
+                self.mark_diverged(m, st["diverged_why"])
+            stats = self.loss_stats[j]
+            for key, v in report["loss_stats"][j - g * self.per_actor].items():
+                stats[key] = stats.get(key, 0.0) + v
+        self.train_returns.extend(report["train_returns"])
+        self.dropped += report["dropped"]
+        self.restarts += report["restarts"] - self.restarts_before
+        e = slice(g * self.envs_per_actor, (g + 1) * self.envs_per_actor)
+        assert self.obs is not None, "train() resets the envs before the first window"
+        for a, o in report["obs"].items():
+            self.obs[a][e] = o
+        self.done[e], self.ep_return[e] = report["done"], report["ep_return"]
+
+    def share(self, rows: list[Any], live: list[int]) -> None:
+        """Every live actor appends the other live actors' new rows (actor to actor, by reference)."""
+        if len(live) < 2:
+            return
+        refs = {g: self.actors[g].receive.remote(*[r for h, r in zip(live, rows, strict=True) if h != g])
+                for g in live}
+        for g, ref in refs.items():
+            try:
+                self.shared_bytes += self.get(ref) * self.row_bytes
+            except self.ray.exceptions.RayActorError as e:
+                self.recover(g, e)
+            except self.ray.exceptions.RayError as e:  # rows lost with a node: this window's share of them
+                self.log.message(f"ray: actor {g} could not receive some of this window's experience ({e})")
+
+    # ----------------------------------------------------------------------------- members and state
+    def sync_members(self) -> None:
+        """Send every slot whose member changed (a clone, a moved elite, a resumed run) to its actor."""
+        changes = {g: {j - g * self.per_actor: self.member_state(self.members[j])
+                       for j in self.slots(g) if self.members[j] is not self.placed[j]}
+                   for g in range(self.num_actors)}
+        changes = {g: c for g, c in changes.items() if c}
+        if changes:
+            t0 = time.perf_counter()
+            self.call_all("set_members", lambda g: (changes[g],), only=list(changes))
+            self.timing["sync"] += time.perf_counter() - t0
+        self.placed = list(self.members)
+        alive = {m.id for m in self.members}
+        self.device_gens = {i: st for i, st in self.device_gens.items() if i in alive}
+
+    def member_state(self, m: Member) -> dict[str, Any]:
+        st = member_state(m)
+        if m.id in self.device_gens:  # its stream continues on the actor's device
+            st["algo"]["gen"] = self.device_gens[m.id]
+        return st
+
+    def push_loop(self) -> None:
+        """The per-env loop state (episode done, return so far) to the actors (a resumed run's)."""
+        e = self.envs_per_actor
+        self.call_all("set_loop", lambda g: (self.done[g * e:(g + 1) * e], self.ep_return[g * e:(g + 1) * e]))
+
+    def evaluate_members(self, seed: int) -> list[tuple[float, dict[str, float]]]:
+        """Every actor evaluates its members at once, on episodes of the same seed."""
+        self.sync_members()
+        t0 = time.perf_counter()
+        results = [r for part in self.call_all("evaluate", lambda g: (seed,)) for r in part]
+        self.timing["evaluate"] += time.perf_counter() - t0
+        out = []
+        for m, (f, per_agent, diverged, why) in zip(self.members, results, strict=True):
+            if diverged:
+                self.mark_diverged(m, why)
+            out.append((f, per_agent))
+        return out
+
+    # ----------------------------------------------------------------------------- faults
+    def recover(self, g: int, error: BaseException) -> None:
+        """Recreate lost actor ``g``: its members from the driver's copy, its replay copy from a
+        live actor (else the checkpoint), fresh envs. Each member gets a ``restored`` record."""
+        t0 = time.perf_counter()
+        self.actor_restarts += 1
+        limit = self.cfg.distributed.max_actor_restarts
+        why = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        if self.actor_restarts > limit:
+            raise ActorLost(f"ray actor {g} was lost ({why}); {self.actor_restarts} actors lost "
+                            f"(distributed.max_actor_restarts is {limit}); stopping. The last checkpoint is "
+                            "kept: resume with evohpo train --resume") from None
+        self.log.message(f"ray: actor {g} was lost ({why}); recreating it and restoring its members "
+                         f"({self.actor_restarts}/{limit})")
+        with contextlib.suppress(Exception):
+            self.ray.kill(self.actors[g])
+        self.actors[g] = self.spawn(g)
+        for j in self.slots(g):
+            self.placed[j] = None  # sent again below
+        self.sync_members_of(g)
+        self.restore_replay(g)
+        e = slice(g * self.envs_per_actor, (g + 1) * self.envs_per_actor)
+        seed = int(np.random.SeedSequence([self.pool_seed, 1_000 + self.actor_restarts]).generate_state(1)[0])
+        obs = self.get(self.actors[g].reset.remote(seed))
+        if self.obs is not None:
+            for a, o in obs.items():
+                self.obs[a][e] = o
+        self.ep_return[e] = 0.0  # the cut episodes are not counted as returns
+        self.done[e] = True      # and exploration noise restarts with the new episodes
+        self.get(self.actors[g].set_loop.remote(self.done[e], self.ep_return[e]))
+        records = [MutationRecord(self.generation, m.id, m.parent_id, "restored", op=f"actor {g}",
+                                  note=f"actor lost ({why}); restored from the driver's copy (the last "
+                                       "checkpoint's state); this window's progress of the member is lost")
+                   for m in (self.members[j] for j in self.slots(g))]
+        self.log.lineage([r.to_json() for r in records])
+        self.timing["recover"] += time.perf_counter() - t0
+
+    def sync_members_of(self, g: int) -> None:
+        changed = {j - g * self.per_actor: self.member_state(self.members[j]) for j in self.slots(g)}
+        self.get(self.actors[g].set_members.remote(changed))
+        for j in self.slots(g):
+            self.placed[j] = self.members[j]
+
+    def restore_replay(self, g: int) -> None:
+        """Fill a recreated actor's replay copy from a live actor's, else from the last checkpoint."""
+        for h in range(self.num_actors):
+            if h == g:
+                continue
+            try:  # the state goes actor to actor; the driver only passes the reference
+                self.get(self.actors[g].load_buffer.remote(self.actors[h].buffer_state.remote()))
+                return
+            except self.ray.exceptions.RayError:
+                continue  # that one is lost too: it is recovered when next called
+        path = self.run_dir / "checkpoints" / "latest.pt" if self.run_dir else None
+        if path is not None and path.is_file():
+            meta, tensors = checkpoint.load(path)
+            if meta.get("has_buffer"):
+                self.get(self.actors[g].load_buffer.remote(checkpoint.numpify(tensors["buffer"])))
+                return
+        self.log.message(f"ray: no copy of the replay memory survived for actor {g}; it refills")
+
+    # ----------------------------------------------------------------------------- end
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        out.update(actors=self.num_actors, actor_restarts=self.actor_restarts, shared_bytes=self.shared_bytes,
+                   timing=dict(self.timing))
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.get_actor_close()
+        self.stop_actors()
+        self.eval_pool.close()
+
+    def get_actor_close(self) -> None:
+        self.ray.get([a.close.remote() for a in self.actors], timeout=30)

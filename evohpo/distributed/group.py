@@ -1,0 +1,199 @@
+"""A Ray actor holding a group of member slots: its envs, its replay copy, its members' learning.
+
+The actor is the local :class:`~evohpo.trainer.Trainer` cut down to one group: a trainer built
+from :func:`group_config` (the group's members and envs, no run directory, no loggers) whose
+``step`` collects and learns exactly as a local run does. The driver tells it which members
+its slots hold, how many vector steps to run, and with which seeds to evaluate.
+
+Everything that crosses to the driver is plain data on the CPU (state dicts, numpy arrays), so
+a driver without a GPU can take a state dict from an actor with one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from evohpo import config as C
+from evohpo.buffer import ReplayBuffer
+from evohpo.checkpoint import rng_from, rng_state
+from evohpo.loggers import Logger
+from evohpo.population import Member, switches
+from evohpo.trainer import Trainer
+
+Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
+
+
+def group_config(cfg: C.Config, num_actors: int) -> C.Config:
+    """The config of one group's trainer: its share of the members and envs.
+
+    Every group steps in lockstep with the others, so the population's env steps are the
+    group's times ``num_actors``; the learning delay is scaled the same way.
+    """
+    d = cfg.distributed
+    size = cfg.population.size // num_actors
+    threads = cfg.torch_threads or max(1, math.floor(d.cpus_per_actor))
+    return C.load([C.to_dict(cfg), {
+        "population": {"size": size},
+        "env": {"num_envs": cfg.env.num_envs // num_actors, "workers": cfg.env.workers or threads},
+        "evolution": {"learning_delay": -(-cfg.evolution.learning_delay // num_actors),
+                      "tournament_size": min(cfg.evolution.tournament_size, size)},
+        "torch_threads": threads,
+        "device": "cpu" if d.gpus_per_actor == 0 and cfg.device == "auto" else cfg.device,
+        "checkpoint": {"enabled": False},
+        "logging": {"console": False, "jsonl": False, "wandb": {"mode": "disabled"}},
+        "distributed": {"backend": "local", "num_actors": 0},
+    }])
+
+
+def to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [to_cpu(v) for v in obj]
+    return obj
+
+
+def generator_fits(state: torch.Tensor, device: torch.device) -> bool:
+    """Whether a torch.Generator state loads on ``device`` (a state fits its own device type only)."""
+    try:
+        torch.Generator(device=device).set_state(state)
+    except RuntimeError:
+        return False
+    return True
+
+
+def generator_state(state: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``state`` if it fits ``device``; else a generator of ``device`` seeded with the state's seed.
+
+    A member cloned on the (CPU) driver for a GPU actor: its stream restarts from the same seed.
+    """
+    if generator_fits(state, device):
+        return state
+    seed = 0
+    for other in ("cpu", "cuda"):
+        with contextlib.suppress(RuntimeError):
+            g = torch.Generator(device=other)
+            g.set_state(state)
+            seed = g.initial_seed()
+            break
+    return torch.Generator(device=device).manual_seed(seed).get_state()
+
+
+def member_state(m: Member) -> dict[str, Any]:
+    """What an actor and the driver exchange about a member (fitness history stays on the driver)."""
+    return {"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps, "learn_acc": m.learn_acc,
+            "diverged": m.diverged, "diverged_why": m.diverged_why, "rng": rng_state(m.rng),
+            "algo": to_cpu(m.algo.state_dict())}
+
+
+def new_rows(buf: ReplayBuffer, since: int) -> Rows:
+    """The rows stored since ``buf.added`` was ``since`` (at most the newest ``capacity`` of them)."""
+    m = min(buf.added - since, buf.size)
+    idx = (buf.pos - m + np.arange(m)) % buf.capacity
+    return {k: getattr(buf, k)[idx] for k in ReplayBuffer.FIELDS}
+
+
+def add_rows(buf: ReplayBuffer, rows: Rows) -> int:
+    """Append rows from :func:`new_rows` of another copy (already checked finite there)."""
+    m = len(rows["rewards"])
+    keep = min(m, buf.capacity)
+    idx = (buf.pos + np.arange(keep)) % buf.capacity
+    for k in ReplayBuffer.FIELDS:
+        getattr(buf, k)[idx] = rows[k][m - keep:]
+    buf.pos = int((buf.pos + keep) % buf.capacity)
+    buf.size = min(buf.size + keep, buf.capacity)
+    buf.added += keep
+    return keep
+
+
+class MemberGroup:
+    """One actor's slots. Wrapped with ``ray.remote`` by the driver; usable without Ray in tests."""
+
+    def __init__(self, cfg: dict[str, Any], index: int):
+        self.index = index
+        self.t = Trainer(C.load([cfg]), Logger(), None)
+        self.sw = switches(self.t.cfg)
+
+    def info(self) -> dict[str, Any]:
+        import os
+        import platform
+
+        return {"index": self.index, "pid": os.getpid(), "host": platform.node(), "device": str(self.t.device),
+                "torch_threads": torch.get_num_threads()}
+
+    # ------------------------------------------------------------------ members
+    def set_members(self, states: dict[int, dict[str, Any]]) -> None:
+        """Put members into slots ({slot: member_state}); the others keep theirs."""
+        t = self.t
+        for slot, st in states.items():
+            algo_state = {**st["algo"], "gen": generator_state(st["algo"]["gen"], t.device)}
+            algo = type(t.members[slot].algo).from_state_dict(t.spec, self.sw, algo_state, t.device)
+            t.members[slot] = Member(id=st["id"], parent_id=st["parent_id"], algo=algo, rng=rng_from(st["rng"]),
+                                     born=st["born"], steps=st["steps"], learn_acc=st["learn_acc"],
+                                     diverged=st["diverged"], diverged_why=st["diverged_why"])
+
+    # ------------------------------------------------------------------ envs and loop state
+    def reset(self, seed: int) -> dict[str, np.ndarray]:
+        """Reset the group's envs; env i gets seed ``seed + i`` (the driver offsets each group)."""
+        self.t.pool_seed = seed  # restarted pools derive their seeds from it
+        self.t.obs = self.t.pool.reset(seed=seed)
+        return self.t.obs
+
+    def pool_state(self) -> list[dict[str, Any]]:
+        return self.t.pool.get_state()
+
+    def set_pool_state(self, states: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+        self.t.obs = self.t.pool.set_state(states)
+        return self.t.obs
+
+    def set_loop(self, done: np.ndarray, ep_return: np.ndarray) -> None:
+        self.t.done, self.t.ep_return = np.array(done, bool), np.array(ep_return, np.float64)
+
+    # ------------------------------------------------------------------ a window
+    def run(self, n: int, env_steps: int, restarts: int) -> tuple[dict[str, Any], Rows]:
+        """``n`` vector steps of collection and learning; (report for the driver, the new rows).
+
+        ``env_steps`` is the group's share of the population's steps (drives the learning
+        delay); ``restarts`` the run's env pool restarts so far (``env.max_restarts`` is global).
+        """
+        t = self.t
+        t.env_steps, t.restarts = env_steps, restarts
+        since = t.buffer.added
+        done = 0
+        while done < n:
+            before = t.env_steps
+            t.step()
+            done += t.env_steps != before  # a step lost to an env failure is taken again
+        report = {"members": [member_state(m) for m in t.members], "loss_stats": t.loss_stats,
+                  "train_returns": t.train_returns, "dropped": t.dropped, "restarts": t.restarts,
+                  "obs": t.obs, "done": t.done, "ep_return": t.ep_return}
+        t.dropped = 0
+        t._reset_window_stats()
+        return report, new_rows(t.buffer, since)
+
+    def receive(self, *blocks: Rows) -> int:
+        """Append the other groups' rows of this window to this group's replay copy."""
+        return sum(add_rows(self.t.buffer, rows) for rows in blocks)
+
+    def evaluate(self, seed: int) -> list[tuple[float, dict[str, float], bool, str]]:
+        """Each member's (fitness, per-agent returns, diverged, why) on episodes of ``seed``."""
+        results = self.t.evaluate_members(seed)
+        return [(f, r, m.diverged, m.diverged_why) for (f, r), m in zip(results, self.t.members, strict=True)]
+
+    # ------------------------------------------------------------------ replay copy
+    def buffer_state(self) -> dict[str, Any]:
+        return self.t.buffer.state_dict()
+
+    def load_buffer(self, state: dict[str, Any]) -> int:
+        self.t.buffer.load_state_dict(state)
+        return len(self.t.buffer)
+
+    def close(self) -> None:
+        self.t.close()

@@ -1,0 +1,183 @@
+"""Several runs side by side: group the seeds of one setting, and compare settings at equal env steps.
+
+Runs whose configs are equal but for the seed (and logging) form a group; each group is shown as
+the mean and spread over its seeds. The first group is the reference the others are compared to.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evohpo.report.data import Run, num
+from evohpo.report.plots import Curve
+
+IGNORED = ("seed", "logging", "distributed")   # keys that do not make runs differ in kind
+
+
+@dataclass
+class Group:
+    label: str
+    runs: list[Run]
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict) and d and prefix != "env.kwargs":
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: d}
+
+
+def setting(run: Run) -> dict[str, Any]:
+    return {k: v for k, v in flatten(run.config).items() if k.split(".")[0] not in IGNORED}
+
+
+def group_runs(runs: list[Run]) -> list[Group]:
+    """Group by config minus seed; label by the shared run-name stem (``evolved-s0`` -> ``evolved``),
+    else by what sets the group's config apart."""
+    keyed: dict[str, list[Run]] = {}
+    for r in runs:
+        keyed.setdefault(repr(sorted(setting(r).items(), key=lambda kv: kv[0])), []).append(r)
+    groups = list(keyed.values())
+    diffs = differing_keys([setting(g[0]) for g in groups])
+    out = []
+    for g in groups:
+        stems = {re.sub(r"[-_]?s(eed)?\d+$", "", r.name) for r in g}
+        if len(stems) == 1 and next(iter(stems)):
+            label = next(iter(stems))
+        elif diffs:
+            label = ", ".join(f"{k}={setting(g[0]).get(k)}" for k in diffs[:3])
+        else:
+            label = g[0].name
+        out.append(Group(label, g))
+    labels = [grp.label for grp in out]
+    for i, grp in enumerate(out):  # two groups may share a stem: tell them apart
+        if labels.count(grp.label) > 1:
+            grp.label = f"{grp.label} #{i + 1}"
+    return out
+
+
+def differing_keys(settings: list[dict[str, Any]]) -> list[str]:
+    keys = list(dict.fromkeys(k for s in settings for k in s))
+    return [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1]
+
+
+def config_diff(groups: list[Group]) -> list[tuple[str, list[Any]]]:
+    """(key, value per group) for every config key that differs between groups."""
+    settings = [setting(g.runs[0]) for g in groups]
+    return [(k, [s.get(k) for s in settings]) for k in differing_keys(settings)]
+
+
+# ----------------------------------------------------------------------------- curves at equal steps
+
+def series(run: Run, key: str, xkey: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:
+    x = np.array([num(m.get(xkey)) for m in run.metrics])
+    y = np.array([num(m.get(key)) for m in run.metrics])
+    ok = np.isfinite(x) & np.isfinite(y)
+    return x[ok], y[ok]
+
+
+def on_grid(run: Run, key: str, grid: np.ndarray, xkey: str = "env_steps") -> np.ndarray:
+    """``key`` at the grid's x values (linear between evaluations; NaN outside the run's range)."""
+    x, y = series(run, key, xkey)
+    if not len(x):
+        return np.full(len(grid), np.nan)
+    out = np.interp(grid, x, y)
+    out[(grid < x[0]) | (grid > x[-1])] = np.nan
+    return out
+
+
+def curves(groups: list[Group], key: str, xkey: str = "env_steps", scale: float = 1.0) -> list[Curve]:
+    out = []
+    for g in groups:
+        xs = np.unique(np.concatenate([series(r, key, xkey)[0] for r in g.runs]))
+        out.append(Curve(g.label, xs / scale, [on_grid(r, key, xs, xkey) for r in g.runs]))
+    return out
+
+
+def common_steps(runs: list[Run]) -> int:
+    """The env steps every run reached: comparisons are made there."""
+    return min(int(r.final.get("env_steps", 0)) for r in runs)
+
+
+def at_steps(run: Run, key: str, steps: int) -> float:
+    return float(on_grid(run, key, np.array([float(steps)]))[0])
+
+
+def upto(run: Run, steps: int) -> list[dict[str, Any]]:
+    return [m for m in run.metrics if num(m.get("env_steps")) <= steps]
+
+
+METRICS: dict[str, str] = {
+    "best fitness": "best member's fitness at the common env steps",
+    "best ever": "highest fitness any member reached up to then",
+    "late best": "mean best fitness over the last quarter of the env steps",
+    "mean best": "mean best fitness over all evaluations (area under the curve / steps)",
+    "population mean": "mean fitness of the population at the common env steps",
+}
+
+
+def run_scores(run: Run, steps: int) -> dict[str, float]:
+    rows = upto(run, steps) or run.metrics[:1]
+    best = np.array([num(m.get("eval/best_fitness")) for m in rows])
+    late = np.array([num(m.get("eval/best_fitness")) for m in rows if num(m.get("env_steps")) >= 0.75 * steps])
+    return {"best fitness": at_steps(run, "eval/best_fitness", steps),
+            "best ever": float(np.nanmax(best)) if np.isfinite(best).any() else math.nan,
+            "late best": float(np.nanmean(late)) if np.isfinite(late).any() else math.nan,
+            "mean best": float(np.nanmean(best)) if np.isfinite(best).any() else math.nan,
+            "population mean": at_steps(run, "eval/mean_fitness", steps)}
+
+
+@dataclass
+class Stat:
+    mean: float
+    std: float
+    n: int
+    values: list[float]
+
+    def __str__(self) -> str:
+        if not np.isfinite(self.mean):
+            return "n/a"
+        return f"{self.mean:.2f} ± {self.std:.2f} (n={self.n})" if self.n > 1 else f"{self.mean:.2f}"
+
+
+def stat(values: list[float]) -> Stat:
+    v = [x for x in values if np.isfinite(x)]
+    if not v:
+        return Stat(math.nan, math.nan, 0, values)
+    return Stat(float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, len(v), values)
+
+
+def scores(groups: list[Group], steps: int) -> dict[str, dict[str, Stat]]:
+    """{group label: {metric: mean +- std over the group's runs}}, all at ``steps`` env steps."""
+    out = {}
+    for g in groups:
+        per = [run_scores(r, steps) for r in g.runs]
+        out[g.label] = {k: stat([p[k] for p in per]) for k in METRICS}
+    return out
+
+
+@dataclass
+class Delta:
+    metric: str
+    diff: float          # group mean minus reference mean
+    se: float            # standard error of that difference (Welch); NaN with one run a side
+    paired: list[float]  # per seed, where both groups ran that seed
+
+
+def deltas(ref: Group, other: Group, steps: int) -> list[Delta]:
+    a = {r.seed(): run_scores(r, steps) for r in ref.runs}
+    b = {r.seed(): run_scores(r, steps) for r in other.runs}
+    out = []
+    for k in METRICS:
+        sa, sb = stat([s[k] for s in a.values()]), stat([s[k] for s in b.values()])
+        se = math.sqrt(sa.std ** 2 / sa.n + sb.std ** 2 / sb.n) if sa.n > 1 and sb.n > 1 else math.nan
+        paired = [b[s][k] - a[s][k] for s in b if s in a]
+        out.append(Delta(k, sb.mean - sa.mean, se, paired))
+    return out

@@ -1,0 +1,87 @@
+"""A fault-injection PettingZoo env: crashes, hangs, returns NaN observations or drops an agent on command.
+
+Faults are commanded by constructor keywords (so they pass through ``env.kwargs``). A fault with a
+``marker`` file fires once across all envs and restarts: the first env to reach it creates the
+file, so a restarted pool runs clean. Without a marker it fires every time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo.utils.env import ParallelEnv
+
+
+class FaultEnv(ParallelEnv):
+    metadata = {"name": "fault_env", "is_parallelizable": True}
+
+    def __init__(self, horizon: int = 10, crash_at: int | None = None, hang_at: int | None = None,
+                 nan_at: int | None = None, drop_at: int | None = None, marker: str | None = None,
+                 exit_at: int | None = None):
+        self.possible_agents = ["mover", "picker"]
+        self.horizon = horizon
+        self.crash_at, self.hang_at, self.nan_at, self.exit_at = crash_at, hang_at, nan_at, exit_at
+        self.drop_at, self.marker = drop_at, marker
+        self._obs = {"mover": spaces.Box(-10, 10, (3,), np.float32), "picker": spaces.Box(-10, 10, (2,), np.float32)}
+        self._act = {"mover": spaces.Box(0, 1, (2,), np.float32), "picker": spaces.Discrete(3)}
+        self.rng = np.random.default_rng()
+        self.total = 0  # steps over this env's whole life
+        self.t = 0
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._obs[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._act[agent]
+
+    def _fires(self, at: int | None) -> bool:
+        if at is None or self.total != at:
+            return False
+        if self.marker is None:
+            return True
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+            return True
+        except FileExistsError:
+            return False
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        o = {"mover": self.rng.normal(size=3).astype(np.float32), "picker": self.rng.normal(size=2).astype(np.float32)}
+        return {a: o[a] for a in self.agents} if self.agents else o
+
+    def reset(self, seed: int | None = None, options: Any = None) -> tuple[dict, dict]:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.t = 0
+        return self._observe(), {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        self.total += 1
+        self.t += 1
+        if self._fires(self.crash_at):
+            raise RuntimeError(f"injected crash at step {self.total}")
+        if self._fires(self.exit_at):
+            os._exit(7)
+        if self._fires(self.hang_at):
+            time.sleep(3600)
+        acting = list(self.agents)
+        rew = {a: float(-np.sum(np.square(np.asarray(actions[a], np.float32) - 0.5))) if a == "mover"
+               else float(actions[a] == 1) for a in acting}
+        term = {a: False for a in acting}
+        trunc = {a: self.t >= self.horizon for a in acting}
+        if self.drop_at is not None and self.t == self.drop_at and "picker" in acting:
+            term["picker"] = True  # the picker leaves the episode here; the mover plays on
+        obs = self._observe()
+        if self._fires(self.nan_at):
+            obs["mover"] = np.full(3, np.nan, np.float32)
+        self.agents = [a for a in acting if not (term[a] or trunc[a])]
+        return {a: obs[a] for a in acting}, rew, term, trunc, {a: {} for a in acting}
+
+
+def fault_env(**kwargs: Any) -> FaultEnv:
+    return FaultEnv(**kwargs)

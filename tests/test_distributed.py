@@ -1,0 +1,96 @@
+"""The Ray backend's pieces that need no Ray: config checks, the message without Ray, actor
+counts, group configs, and moving replay rows between copies. (Runs on Ray: tests/test_ray.py.)"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evohpo import config as C
+from evohpo.buffer import ReplayBuffer
+from evohpo.cli import main
+from evohpo.distributed.driver import resolve_num_actors
+from evohpo.distributed.group import add_rows, group_config, new_rows
+from evohpo.envs import probe
+from evohpo.errors import ConfigError
+from tests.test_trainer import TINY
+
+NO_RAY = "Ray is not installed; pip install 'evohpo[ray]'"
+
+
+def test_backend_ray_without_ray_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    run = tmp_path / "run"
+    assert main(["train", "--steps", "32", "--run-dir", str(run), "--backend", "ray"]) == 2
+    err = capsys.readouterr().err
+    assert NO_RAY in err and len(err.strip().splitlines()) == 1 and not run.exists()
+    assert main(["train", "--steps", "32", "--run-dir", str(run), "--set", "distributed.backend=ray"]) == 2
+    assert NO_RAY in capsys.readouterr().err
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("steps: 32\n")
+    assert main(["sweep", str(sweep), "--out-dir", str(tmp_path / "out"), "--backend", "ray"]) == 2
+    assert NO_RAY in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_distributed_keys_are_checked() -> None:
+    with pytest.raises(ConfigError, match=r"'distributed.num_actors': 3 must divide population.size \(4\) .*"
+                                          r"allowed 0 \(auto\), 1, 2, 4"):
+        C.load([{"distributed": {"num_actors": 3}}])
+    with pytest.raises(ConfigError, match=r"'distributed\.backend': 'dask' is not one of 'local', 'ray'"):
+        C.load([{"distributed": {"backend": "dask"}}])
+    with pytest.raises(ConfigError, match=r"'distributed.cpus_per_actor': 0(\.0)? is out of range; allowed \(0"):
+        C.load([{"distributed": {"cpus_per_actor": 0}}])
+    with pytest.raises(ConfigError, match=r"'distributed\.gpus_per_actor'"):
+        C.load([{"distributed": {"gpus_per_actor": -0.5}}])
+
+
+def test_actor_count_fits_the_cluster() -> None:
+    d = C.load([{}]).distributed
+    assert resolve_num_actors(d, 8, {"CPU": 2.0}) == 2
+    assert resolve_num_actors(d, 6, {"CPU": 5.0}) == 3   # the most that divide the population
+    assert resolve_num_actors(d, 4, {"CPU": 64.0}) == 4  # at most one per member
+    gpu = C.load([{"distributed": {"gpus_per_actor": 0.25}}]).distributed
+    assert resolve_num_actors(gpu, 16, {"CPU": 64.0, "GPU": 2.0}) == 8  # four actors per GPU
+    with pytest.raises(ConfigError, match="do not fit the Ray cluster"):
+        resolve_num_actors(C.load([{"distributed": {"num_actors": 4}}]).distributed, 4, {"CPU": 2.0})
+    with pytest.raises(ConfigError, match="does not fit"):
+        resolve_num_actors(gpu, 4, {"CPU": 8.0})
+
+
+def test_group_config_is_one_actors_share() -> None:
+    cfg = C.load([TINY, {"population": {"size": 4}, "env": {"num_envs": 8},
+                         "evolution": {"learning_delay": 50, "tournament_size": 3}}])
+    g = group_config(cfg, 2)
+    assert (g.population.size, g.env.num_envs, g.evolution.tournament_size) == (2, 4, 2)
+    assert g.evolution.learning_delay == 25 and g.distributed.backend == "local"
+    assert group_config(cfg, 4).evolution.learning_delay == 13  # ceil: learns when the population would
+    assert not g.checkpoint.enabled and g.torch_threads == 1
+
+
+def test_rows_move_between_replay_copies_across_the_wrap() -> None:
+    spec = probe("simple_speaker_listener", {})
+    a, b = ReplayBuffer(spec, 10), ReplayBuffer(spec, 10)
+    rng = np.random.default_rng(0)
+
+    def step(buf: ReplayBuffer, n: int) -> None:
+        obs = {x: rng.random((n, spec[x].obs_dim), dtype=np.float32) for x in spec.agents}
+        act = {x: rng.random((n, spec[x].act_dim), dtype=np.float32) for x in spec.agents}
+        rew = {x: rng.random(n, dtype=np.float32) for x in spec.agents}
+        term = {x: np.zeros(n, bool) for x in spec.agents}
+        buf.add(obs, act, rew, obs, term)
+
+    step(a, 7)
+    since = a.added
+    step(a, 6)  # wraps: rows 7, 8, 9, 0, 1, 2
+    rows = new_rows(a, since)
+    assert len(rows["rewards"]) == 6
+    np.testing.assert_array_equal(rows["obs"], a.obs[[7, 8, 9, 0, 1, 2]])
+    assert add_rows(b, rows) == 6 and len(b) == 6 and b.added == 6
+    np.testing.assert_array_equal(b.rewards[:6], rows["rewards"])
+    add_rows(b, {k: np.concatenate([v, v]) for k, v in rows.items()})  # 12 rows into 10: the newest stay
+    assert len(b) == 10 and b.pos == 6
+    np.testing.assert_array_equal(b.obs[6:10], rows["obs"][2:6])

@@ -1,0 +1,117 @@
+"""Sweeps: a grid of variants x seeds runs through `evohpo train`, each in its own run directory,
+then one comparison report; a rerun skips finished runs and resumes longer ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evohpo import config as C
+from evohpo.cli import main
+from evohpo.sweep import load_sweep, run_job, status
+from tests.test_trainer import TINY, read_jsonl
+
+FIXED = {"mutation.none": 1.0, "mutation.hyperparameters": 0.0, "mutation.weights": 0.0,
+         "mutation.architecture": 0.0, "mutation.activation": 0.0}
+
+
+def sweep_file(tmp: Path, **over: Any) -> Path:
+    base = tmp / "base.yaml"
+    base.write_text(yaml.safe_dump({**TINY, "evolution": {"evo_steps": 8, "learning_delay": 0}}))
+    spec = {"name": "tiny", "base": "base.yaml", "steps": 48, "seeds": [0, 1],
+            "set": {"eval.episodes": 1, "env.kwargs": {"max_cycles": 8}},
+            "variants": {"fixed": FIXED, "evolved": {"mutation": {"none": 0.0, "hyperparameters": 1.0}}}, **over}
+    path = tmp / "tiny.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_sweep_runs_every_job_then_compares_and_reruns_resume(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path, out = sweep_file(tmp_path), tmp_path / "out"
+    assert main(["sweep", str(path), "--out-dir", str(out), "--quiet"]) == 0
+    names = ["fixed-s0", "evolved-s0", "fixed-s1", "evolved-s1"]  # seed-major: both variants per seed
+    assert [r["job"] for r in read_jsonl(out / "results.jsonl")] == names
+    for name in names:
+        run = out / name
+        cfg = C.read_yaml(run / "config.yaml")
+        assert cfg["seed"] == int(name[-1]) and cfg["steps"] == 48 and cfg["eval"]["episodes"] == 1
+        assert cfg["env"]["kwargs"] == {"max_cycles": 8}
+        assert [m["env_steps"] for m in read_jsonl(run / "metrics.jsonl")] == [16, 32, 48]  # equal env steps
+        kinds = {r["kind"] for r in read_jsonl(run / "lineage.jsonl")}
+        assert kinds == ({"elite", "none"} if name.startswith("fixed") else {"elite", "hyperparameters"})
+    page = (out / "report.html").read_text()
+    assert "<h3>evolved minus fixed</h3>" in page and "At 48 env steps" in page
+    assert f"wrote {out / 'report.html'}" in capsys.readouterr().out
+    # a rerun: nothing to do; a larger budget: every run resumes from its checkpoint
+    sw = load_sweep(path, out)
+    assert [status(j) for j in sw.jobs] == ["done"] * 4
+    longer = load_sweep(path, out, steps=64)
+    assert [status(j) for j in longer.jobs] == ["resume"] * 4
+    res = run_job(longer.jobs[1], quiet=True)
+    assert (res["state"], res["rc"]) == ("resume", 0)
+    assert [m["env_steps"] for m in read_jsonl(out / "evolved-s0" / "metrics.jsonl")] == [16, 32, 48, 64]
+    # a run directory holding another config is not silently reused
+    other = load_sweep(sweep_file(tmp_path, set={"eval.episodes": 2}), out)
+    with pytest.raises(C.ConfigError, match="another config"):
+        status(other.jobs[0])
+
+
+def test_jobs_grid_names_and_wandb_grouping(tmp_path: Path) -> None:
+    path = sweep_file(tmp_path, grid={"algo.lr_actor": [0.001, 0.0003]}, seeds=[3])
+    sw = load_sweep(path, tmp_path / "o", wandb="offline")
+    assert [j.name for j in sw.jobs] == ["fixed-lr_actor=0.001-s3", "fixed-lr_actor=0.0003-s3",
+                                         "evolved-lr_actor=0.001-s3", "evolved-lr_actor=0.0003-s3"]
+    j = sw.jobs[1]
+    assert j.config["algo"]["lr_actor"] == 0.0003 and j.config["seed"] == 3 and j.config["mutation"]["none"] == 1.0
+    w = j.config["logging"]["wandb"]
+    assert (w["mode"], w["group"], w["name"]) == ("offline", "tiny", j.name)
+    assert w["tags"] == ["tiny", "fixed", "seed3"]
+    assert j.run_dir == tmp_path / "o" / j.name
+    C.load([yaml.safe_load(yaml.safe_dump(j.config))])  # what `evohpo train --config` will read
+
+
+def test_shipped_sweep_compares_mutation_only(tmp_path: Path) -> None:
+    path = Path(__file__).parent.parent / "configs" / "sweeps" / "evo_vs_fixed_speaker_listener.yaml"
+    sw = load_sweep(path, tmp_path)
+    fixed = [j for j in sw.jobs if j.variant == "fixed"]
+    evolved = [j for j in sw.jobs if j.variant == "evolved"]
+    assert len(fixed) == len(evolved) >= 2 and sw.jobs[0].variant == "fixed"  # fixed is the reference
+    for f, e in zip(fixed, evolved, strict=True):
+        assert f.seed == e.seed and f.config["steps"] == e.config["steps"]   # equal env steps
+        diff = {k for k in f.config if f.config[k] != e.config[k]}
+        assert diff == {"mutation"}
+        m = f.config["mutation"]
+        assert m["none"] > 0 and m["hyperparameters"] == m["weights"] == m["architecture"] == m["activation"] == 0
+        assert e.config["mutation"]["hyperparameters"] > 0
+        assert f.config["env"]["name"] == "simple_speaker_listener"
+
+
+@pytest.mark.parametrize(("over", "message"), [
+    ({"colour": 1}, "unknown key 'colour'"),
+    ({"variants": {"bad": {"algo.lr_actr": 1}}}, "job bad-s0: unknown config key 'algo.lr_actr'"),
+    ({"seeds": [-1]}, "seeds must be"),
+    ({"base": "nope"}, "presets: "),
+    ({"grid": {"algo.tau": []}}, "grid must map"),
+])
+def test_bad_sweep_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], over: dict,
+                                      message: str) -> None:
+    assert main(["sweep", str(sweep_file(tmp_path, **over)), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_bad_seeds_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", str(sweep_file(tmp_path)), "--seeds", "0,x", "--dry-run"]) == 2
+    assert "--seeds '0,x'" in capsys.readouterr().err
+
+
+def test_dry_run_lists_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", str(sweep_file(tmp_path)), "--out-dir", str(tmp_path / "o"), "--dry-run",
+                 "--seeds", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split()[:2] for ln in lines] == [["fixed-s4", "new"], ["evolved-s4", "new"]]
+    assert not (tmp_path / "o").exists()
