@@ -189,8 +189,9 @@ class DistributedConfig:
                             "as the cluster's CPUs (GPUs) allow, at most population.size", lo=0)
     cpus_per_actor: float = _f(1.0, "ray: CPUs each actor asks for (also each job's CPUs in `evohpo sweep`)",
                                lo=0, lo_open=True)
-    gpus_per_actor: float = _f(0.0, "ray: GPUs each actor asks for; a fraction shares a GPU (0.25: four actors "
-                                    "per GPU); 0: actors train on the CPU", lo=0)
+    gpus_per_actor: float | None = _f(None, "ray: GPUs each actor asks for; a fraction shares a GPU (0.25: four "
+                                            "actors per GPU); 0: the CPU; null: the cluster's GPUs shared evenly "
+                                            "(at most one per actor), none if it has none or device is cpu", lo=0)
     max_actor_restarts: int = _f(3, "ray: lost actors (a crash, a lost node) recreated before the run stops", lo=0)
 
 

@@ -12,7 +12,7 @@ import pytest
 from evohpo import config as C
 from evohpo.buffer import ReplayBuffer
 from evohpo.cli import main
-from evohpo.distributed.driver import resolve_num_actors
+from evohpo.distributed import resolve_resources
 from evohpo.distributed.group import add_rows, group_config, new_rows
 from evohpo.envs import probe
 from evohpo.errors import ConfigError
@@ -48,17 +48,24 @@ def test_distributed_keys_are_checked() -> None:
         C.load([{"distributed": {"gpus_per_actor": -0.5}}])
 
 
-def test_actor_count_fits_the_cluster() -> None:
-    d = C.load([{}]).distributed
-    assert resolve_num_actors(d, 8, {"CPU": 2.0}) == 2
-    assert resolve_num_actors(d, 6, {"CPU": 5.0}) == 3   # the most that divide the population
-    assert resolve_num_actors(d, 4, {"CPU": 64.0}) == 4  # at most one per member
-    gpu = C.load([{"distributed": {"gpus_per_actor": 0.25}}]).distributed
-    assert resolve_num_actors(gpu, 16, {"CPU": 64.0, "GPU": 2.0}) == 8  # four actors per GPU
+def test_actors_and_gpus_fit_the_cluster() -> None:
+    def fit(res: dict[str, float], pop: int = 4, device: str = "auto", **d: object) -> tuple[int, float]:
+        cfg = {"population": {"size": pop}, "env": {"num_envs": pop}, "device": device, "distributed": d}
+        return resolve_resources(C.load([cfg]), res)
+
+    assert fit({"CPU": 2.0}, pop=8) == (2, 0.0)
+    assert fit({"CPU": 5.0}, pop=6) == (3, 0.0)            # the most actors that divide the population
+    assert fit({"CPU": 64.0}) == (4, 0.0)                  # at most one per member
+    assert fit({"CPU": 64.0, "GPU": 1.0}, pop=16) == (16, 0.0625)  # null: the GPUs shared evenly
+    assert fit({"CPU": 64.0, "GPU": 8.0}) == (4, 1.0)      # at most one GPU each
+    assert fit({"CPU": 64.0, "GPU": 1.0}, device="cpu") == (4, 0.0)
+    assert fit({"CPU": 64.0, "GPU": 2.0}, pop=16, gpus_per_actor=0.25) == (8, 0.25)  # four actors per GPU
     with pytest.raises(ConfigError, match="do not fit the Ray cluster"):
-        resolve_num_actors(C.load([{"distributed": {"num_actors": 4}}]).distributed, 4, {"CPU": 2.0})
+        fit({"CPU": 2.0}, num_actors=4)
     with pytest.raises(ConfigError, match="does not fit"):
-        resolve_num_actors(gpu, 4, {"CPU": 8.0})
+        fit({"CPU": 8.0}, gpus_per_actor=0.25)
+    with pytest.raises(ConfigError, match=r"'device': 'cuda', but the Ray cluster \(8 CPUs, 0 GPUs\) gives"):
+        fit({"CPU": 8.0}, device="cuda")
 
 
 def test_group_config_is_one_actors_share() -> None:
@@ -68,7 +75,7 @@ def test_group_config_is_one_actors_share() -> None:
     assert (g.population.size, g.env.num_envs, g.evolution.tournament_size) == (2, 4, 2)
     assert g.evolution.learning_delay == 25 and g.distributed.backend == "local"
     assert group_config(cfg, 4).evolution.learning_delay == 13  # ceil: learns when the population would
-    assert not g.checkpoint.enabled and g.torch_threads == 1
+    assert not g.checkpoint.enabled and g.env.workers == 1  # the actor's one CPU
 
 
 def test_rows_move_between_replay_copies_across_the_wrap() -> None:

@@ -140,6 +140,7 @@ def write_run(path: Path, shift: float = 0.0, seed: int = 0, **cfg_over: Any) ->
 def test_known_lineage_outcomes_and_discovered_fields(tmp_path: Path) -> None:
     run = load_run(write_run(tmp_path / "r"))  # the half-written last line is skipped
     assert len(run.metrics) == 4
+    assert [m.elapsed_s for m in run.members[::3]] == [10, 20, 30, 40]
     f = classify(run)
     assert f.hyperparameters == ["lr_actor", "dropout"]      # from the config, and from a mutation's target
     assert set(f.architecture) == {"params", "hidden/a/actor"} and f.categorical == ["activation/a"]
@@ -192,8 +193,16 @@ def test_comparison_of_seeds_and_settings(tmp_path: Path, capsys: pytest.Capture
     assert "At 1,200 env steps" in comp
     assert "-8.50 ± 0.71 (n=2)" in comp and "-3.50 ± 0.71 (n=2)" in comp   # best fitness: fixed, evolved
     assert "<span class='good'>+5.00</span> ± 0.71 (s.e.)" in comp and "+5.00, +5.00" in comp
+    assert "+5.00 ± 0.00 (s.e., n=2)" in comp  # paired by seed: the same +5 for both seeds
     assert "<td>mutation.none</td>" in comp
     assert all(points > 0 for points, _ in figures(comp))
+
+
+def test_wall_time_continues_across_resumes() -> None:
+    from evohpo.report.data import continuous_time
+
+    rows = [{"time/elapsed_s": t} for t in (5.0, 10.0, 2.0, 6.0, None, 1.0)]  # resumed twice
+    assert [r["time/elapsed_s"] for r in continuous_time(rows)] == [5, 10, 12, 16, None, 17]
 
 
 def test_report_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

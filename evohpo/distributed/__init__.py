@@ -8,7 +8,7 @@ What runs where:
   (act -> step_async -> learn -> step_wait -> store) for a whole evolution window, and
   evaluates its members on its own evaluation envs. Actors ask Ray for
   ``distributed.cpus_per_actor`` CPUs and ``distributed.gpus_per_actor`` GPUs (a fraction
-  shares a GPU between actors).
+  shares a GPU between actors; null shares the cluster's GPUs evenly).
 * **The driver** (:class:`~evohpo.distributed.driver.RayTrainer`, a subclass of the local
   ``Trainer``) keeps the books: the loop, evaluation seeds, selection and mutation (the local
   ``Trainer.evolve``), logging, lineage and checkpoints (the local format). Weights, optimizer
@@ -23,6 +23,7 @@ Ray is an optional extra: ``pip install 'evohpo[ray]'``.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from types import ModuleType
@@ -72,7 +73,8 @@ def connect(address: str | None) -> bool:
         return False
     kwargs: dict[str, Any] = {"address": address, "logging_level": "warning"}
     if address is None and not os.environ.get("RAY_ADDRESS"):
-        kwargs["include_dashboard"] = False  # a local instance for one run needs no web UI
+        # a local instance for one run: no web UI, and no notes about cluster set-up
+        kwargs.update(include_dashboard=False, logging_level="error")
     check_address(address)
     try:
         ray.init(**kwargs)
@@ -103,4 +105,41 @@ def reachable(address: str, timeout: float = 5.0) -> bool | None:
         return False
 
 
-__all__ = ["INSTALL", "ActorLost", "connect", "require_ray", "trainer_class"]
+def resolve_resources(cfg: Any, resources: dict[str, float]) -> tuple[int, float]:
+    """(actors, GPUs per actor) for the cluster's ``resources`` (``ray.cluster_resources()``).
+
+    Actors: ``distributed.num_actors``, or (0) the most that fit and divide the population.
+    GPUs: ``distributed.gpus_per_actor``, or (null) the cluster's GPUs shared evenly by the
+    actors, at most one each, unless ``device`` is ``cpu``.
+    """
+    d = cfg.distributed
+    cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
+    ask = d.gpus_per_actor or 0.0
+
+    def fits(n: int) -> bool:
+        return n * d.cpus_per_actor <= cpus + 1e-9 and n * ask <= gpus + 1e-9
+
+    have = f"the Ray cluster ({cpus:g} CPUs, {gpus:g} GPUs)"
+    if d.num_actors:
+        if not fits(d.num_actors):
+            raise ConfigError(
+                f"config key 'distributed.num_actors': {d.num_actors} actors x {d.cpus_per_actor:g} CPUs"
+                f"{f' x {ask:g} GPUs' if ask else ''} do not fit {have}; lower distributed.num_actors, "
+                "distributed.cpus_per_actor or distributed.gpus_per_actor, or add nodes")
+        n = d.num_actors
+    else:
+        fitting = [k for k in range(1, cfg.population.size + 1) if cfg.population.size % k == 0 and fits(k)]
+        if not fitting:
+            raise ConfigError(f"config key 'distributed.cpus_per_actor': one actor ({d.cpus_per_actor:g} CPUs, "
+                              f"{ask:g} GPUs) does not fit {have}")
+        n = max(fitting)
+    if d.gpus_per_actor is None:  # Ray takes fractions in steps of 0.0001
+        ask = math.floor(min(1.0, gpus / n) * 10_000) / 10_000 if gpus and cfg.device != "cpu" else 0.0
+    if cfg.device.startswith("cuda") and ask == 0:
+        raise ConfigError(f"config key 'device': {cfg.device!r}, but {have} gives the actors no GPU"
+                          f"{'; set distributed.gpus_per_actor (e.g. 0.5)' if gpus else ''}")
+    return n, ask
+
+
+__all__ = ["INSTALL", "ActorLost", "check_address", "connect", "require_ray", "resolve_resources",
+           "trainer_class"]

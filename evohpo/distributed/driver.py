@@ -31,8 +31,9 @@ import numpy as np
 from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.buffer import ReplayBuffer, human_bytes
-from evohpo.distributed import ActorLost, connect, require_ray
+from evohpo.distributed import ActorLost, connect, require_ray, resolve_resources
 from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state
+from evohpo.distributed.views import ActorPool, SharedReplay
 from evohpo.envs import VectorPool
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolution import MutationRecord
@@ -41,82 +42,9 @@ from evohpo.population import Member
 from evohpo.trainer import Trainer
 
 
-def resolve_num_actors(d: C.DistributedConfig, pop: int, resources: dict[str, float]) -> int:
-    """``distributed.num_actors``, or (0) the most actors the cluster fits that divide the population."""
-    cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
-
-    def fits(n: int) -> bool:
-        return n * d.cpus_per_actor <= cpus + 1e-9 and n * d.gpus_per_actor <= gpus + 1e-9
-
-    if d.num_actors:
-        if not fits(d.num_actors):
-            raise ConfigError(
-                f"config key 'distributed.num_actors': {d.num_actors} actors x {d.cpus_per_actor:g} CPUs"
-                f"{f' x {d.gpus_per_actor:g} GPUs' if d.gpus_per_actor else ''} do not fit the Ray cluster "
-                f"({cpus:g} CPUs, {gpus:g} GPUs); lower distributed.num_actors, distributed.cpus_per_actor or "
-                "distributed.gpus_per_actor, or add nodes")
-        return d.num_actors
-    fitting = [n for n in range(1, pop + 1) if pop % n == 0 and fits(n)]
-    if not fitting:
-        raise ConfigError(f"config key 'distributed.cpus_per_actor': one actor ({d.cpus_per_actor:g} CPUs, "
-                          f"{d.gpus_per_actor:g} GPUs) does not fit the Ray cluster ({cpus:g} CPUs, {gpus:g} GPUs)")
-    return max(fitting)
-
-
-def writable(obj: Any) -> Any:
-    """Copies of the read-only arrays Ray hands out (zero-copy views of its object store)."""
-    if isinstance(obj, np.ndarray):
-        return obj if obj.flags.writeable else obj.copy()
-    if isinstance(obj, dict):
-        return {k: writable(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [writable(v) for v in obj]
-    return obj
-
-
-class ActorPool(VectorPool):
-    """The driver's view of the actors' envs, laid out as one local pool (for checkpoints)."""
-
-    def __init__(self, trainer: RayTrainer):
-        self.t = trainer
-        self.spec = trainer.spec
-        self.num_envs = trainer.cfg.env.num_envs
-
-    def _obs(self, parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        return {a: np.concatenate([p[a] for p in parts]) for a in self.spec.agents}
-
-    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
-        e = self.t.envs_per_actor
-        base = 0 if seed is None else seed
-        return self._obs(self.t.call_all("reset", lambda g: (base + g * e,)))
-
-    def get_state(self) -> list[dict[str, Any]]:
-        return [writable(st) for part in self.t.call_all("pool_state") for st in part]
-
-    def set_state(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
-        e = self.t.envs_per_actor
-        return self._obs(self.t.call_all("set_pool_state", lambda g: (list(states[g * e:(g + 1) * e]),)))
-
-    def close(self) -> None:
-        self.t.stop_actors()
-
-
-class SharedReplay:
-    """The driver's view of the replay memory: every actor holds a copy with the same transitions."""
-
-    def __init__(self, trainer: RayTrainer):
-        self.t = trainer
-        self.capacity = trainer.cfg.buffer.capacity
-        self.nbytes = ReplayBuffer.bytes_for(trainer.spec, self.capacity)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Actor 0's copy (the others hold the same rows; within a window their order differs)."""
-        return writable(self.t.call_all("buffer_state", only=[0])[0])
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        ray = require_ray()
-        ref = ray.put(state)  # stored once, read by every actor
-        self.t.call_all("load_buffer", lambda g: (ref,))
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:160] if text else type(e).__name__
 
 
 class RayTrainer(Trainer):
@@ -126,19 +54,16 @@ class RayTrainer(Trainer):
         if cfg.device.startswith("cuda:"):
             raise ConfigError(f"config key 'device': {cfg.device!r} names a GPU, but Ray gives each actor its own "
                               "share of a GPU; use 'auto' or 'cuda' with distributed.gpus_per_actor")
-        if cfg.device.startswith("cuda") and d.gpus_per_actor == 0:
-            raise ConfigError(f"config key 'distributed.gpus_per_actor': 0, but device is {cfg.device!r}: Ray gives "
-                              "an actor a GPU only if it asks for one; set distributed.gpus_per_actor (e.g. 0.5)")
         self.owns_ray = connect(d.address)
         self.actors: list[Any] = []
         try:
-            self.num_actors = resolve_num_actors(d, cfg.population.size, self.ray.cluster_resources())
+            self.num_actors, self.gpus = resolve_resources(cfg, self.ray.cluster_resources())
             # the driver holds members on the CPU: it only selects, mutates and saves them
             super().__init__(C.load([C.to_dict(cfg), {"device": "cpu"}]), logger, run_dir)
             self.cfg = cfg
             self.per_actor = cfg.population.size // self.num_actors
             self.envs_per_actor = cfg.env.num_envs // self.num_actors
-            self.group_cfg = C.to_dict(group_config(cfg, self.num_actors))
+            self.group_cfg = C.to_dict(group_config(cfg, self.num_actors, self.gpus))
             self.buffer = SharedReplay(self)  # type: ignore[assignment]
             self.actor_restarts = 0
             self.placed: list[Member | None] = [None] * cfg.population.size  # what each actor slot holds
@@ -158,7 +83,7 @@ class RayTrainer(Trainer):
     def spawn(self, g: int) -> Any:
         d = self.cfg.distributed
         cls = self.ray.remote(MemberGroup).options(
-            num_cpus=d.cpus_per_actor, num_gpus=d.gpus_per_actor, max_restarts=0,
+            num_cpus=d.cpus_per_actor, num_gpus=self.gpus, max_restarts=0,
             scheduling_strategy="SPREAD")  # one actor per node before two on one
         return cls.remote(self.group_cfg, g)
 
@@ -203,9 +128,9 @@ class RayTrainer(Trainer):
     def train(self) -> dict[str, Any]:
         d, n = self.cfg.distributed, self.num_actors
         hosts = sorted({i["host"] for i in self.infos})
-        self.log.message(f"ray: {n} actors x {self.per_actor} members, {self.envs_per_actor} envs each, on "
+        self.log.message(f"ray: {n} actor(s) x {self.per_actor} member(s), {self.envs_per_actor} env(s) each, on "
                          f"{len(hosts)} node(s); {d.cpus_per_actor:g} CPUs"
-                         f"{f', {d.gpus_per_actor:g} GPUs' if d.gpus_per_actor else ''} per actor, "
+                         f"{f', {self.gpus:g} GPUs' if self.gpus else ''} per actor, "
                          f"members on {self.infos[0]['device']}")
         window = self.cfg.evolution.evo_steps * self.cfg.population.size
         self.log.message(f"ray: experience sharing moves ~{human_bytes(window * self.row_bytes * (n - 1))} per "
@@ -291,7 +216,7 @@ class RayTrainer(Trainer):
             except self.ray.exceptions.RayActorError as e:
                 self.recover(g, e)
             except self.ray.exceptions.RayError as e:  # rows lost with a node: this window's share of them
-                self.log.message(f"ray: actor {g} could not receive some of this window's experience ({e})")
+                self.log.message(f"ray: actor {g} lacks some of this window's experience ({first_line(e)})")
 
     # ----------------------------------------------------------------------------- members and state
     def sync_members(self) -> None:
@@ -339,7 +264,7 @@ class RayTrainer(Trainer):
         t0 = time.perf_counter()
         self.actor_restarts += 1
         limit = self.cfg.distributed.max_actor_restarts
-        why = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        why = first_line(error)
         if self.actor_restarts > limit:
             raise ActorLost(f"ray actor {g} was lost ({why}); {self.actor_restarts} actors lost "
                             f"(distributed.max_actor_restarts is {limit}); stopping. The last checkpoint is "
@@ -401,10 +326,7 @@ class RayTrainer(Trainer):
         return out
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.get_actor_close()
+        with contextlib.suppress(Exception):  # let the actors close their envs, then stop them
+            self.ray.get([a.close.remote() for a in self.actors], timeout=30)
         self.stop_actors()
         self.eval_pool.close()
-
-    def get_actor_close(self) -> None:
-        self.ray.get([a.close.remote() for a in self.actors], timeout=30)

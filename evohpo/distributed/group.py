@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import platform
 from typing import Any
 
 import numpy as np
@@ -28,22 +30,22 @@ from evohpo.trainer import Trainer
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
 
 
-def group_config(cfg: C.Config, num_actors: int) -> C.Config:
-    """The config of one group's trainer: its share of the members and envs.
+def group_config(cfg: C.Config, num_actors: int, gpus: float = 0.0) -> C.Config:
+    """The config of one group's trainer: its share of the members and envs (on ``gpus`` GPUs).
 
     Every group steps in lockstep with the others, so the population's env steps are the
     group's times ``num_actors``; the learning delay is scaled the same way.
     """
     d = cfg.distributed
     size = cfg.population.size // num_actors
-    threads = cfg.torch_threads or max(1, math.floor(d.cpus_per_actor))
     return C.load([C.to_dict(cfg), {
         "population": {"size": size},
-        "env": {"num_envs": cfg.env.num_envs // num_actors, "workers": cfg.env.workers or threads},
+        # async env workers (pettingzoo backend): the actor's CPUs, not the whole node's
+        "env": {"num_envs": cfg.env.num_envs // num_actors,
+                "workers": cfg.env.workers or max(1, math.floor(d.cpus_per_actor))},
         "evolution": {"learning_delay": -(-cfg.evolution.learning_delay // num_actors),
                       "tournament_size": min(cfg.evolution.tournament_size, size)},
-        "torch_threads": threads,
-        "device": "cpu" if d.gpus_per_actor == 0 and cfg.device == "auto" else cfg.device,
+        "device": "cpu" if gpus == 0 and cfg.device == "auto" else cfg.device,  # Ray hides unasked GPUs
         "checkpoint": {"enabled": False},
         "logging": {"console": False, "jsonl": False, "wandb": {"mode": "disabled"}},
         "distributed": {"backend": "local", "num_actors": 0},
@@ -122,9 +124,6 @@ class MemberGroup:
         self.sw = switches(self.t.cfg)
 
     def info(self) -> dict[str, Any]:
-        import os
-        import platform
-
         return {"index": self.index, "pid": os.getpid(), "host": platform.node(), "device": str(self.t.device),
                 "torch_threads": torch.get_num_threads()}
 
@@ -140,9 +139,10 @@ class MemberGroup:
                                      diverged=st["diverged"], diverged_why=st["diverged_why"])
 
     # ------------------------------------------------------------------ envs and loop state
-    def reset(self, seed: int) -> dict[str, np.ndarray]:
+    def reset(self, seed: int | None) -> dict[str, np.ndarray]:
         """Reset the group's envs; env i gets seed ``seed + i`` (the driver offsets each group)."""
-        self.t.pool_seed = seed  # restarted pools derive their seeds from it
+        if seed is not None:
+            self.t.pool_seed = seed  # restarted pools derive their seeds from it
         self.t.obs = self.t.pool.reset(seed=seed)
         return self.t.obs
 

@@ -2,7 +2,7 @@
 
 Each job is one task that runs :func:`evohpo.sweep.run_job` (exactly ``evohpo train``, with the
 local trainer) and asks Ray for the job's ``distributed.cpus_per_actor`` CPUs and
-``distributed.gpus_per_actor`` GPUs; Ray runs as many at once as the cluster fits. A task lost
+``distributed.gpus_per_actor`` GPUs (null: none); Ray runs as many at once as the cluster fits. A task lost
 with its worker or node is retried (``distributed.max_actor_restarts`` times); the retry resumes
 the job from its last checkpoint, as running the sweep again would. Run directories are written
 by the task's node: on a multi-node cluster, put the sweep's ``--out-dir`` on a shared filesystem.
@@ -40,7 +40,7 @@ def run_ray(jobs: list[Job], quiet: bool = False, overwrite: bool = False,
     pending: dict[Any, Job] = {}
     for job in jobs:
         d = job.config["distributed"]
-        ref = task.options(num_cpus=d["cpus_per_actor"], num_gpus=d["gpus_per_actor"],
+        ref = task.options(num_cpus=d["cpus_per_actor"], num_gpus=d["gpus_per_actor"] or 0,
                            max_retries=d["max_actor_restarts"], retry_exceptions=False,
                            name=f"evohpo-sweep-{job.name}").remote(as_local_job(job), quiet, overwrite)
         pending[ref] = job

@@ -32,11 +32,12 @@ def best_config(run: Run) -> tuple[str, str | None]:
     cfg = copy.deepcopy(run.config)
     algo = cfg.setdefault("algo", {})
     notes = []
+    algo_keys = {k.removeprefix("algo.") for k, _, _ in C.describe_keys() if k.startswith("algo.")}
     for k in classify(run).hyperparameters:
         v = m.fields.get(k)
         if v is None:
             continue
-        if k in algo or k in {f for f, _, _ in _algo_keys()}:
+        if k in algo_keys:
             algo[k] = tidy(v, algo.get(k, v))
         else:
             notes.append(f"{k} = {v} (no config key holds it)")
@@ -45,14 +46,16 @@ def best_config(run: Run) -> tuple[str, str | None]:
         common, _ = Counter(specs.values()).most_common(1)[0]
         algo["hidden"] = [int(w) for w in common.split("-")]
         if len(set(specs.values())) > 1:
-            notes.append("networks differ; algo.hidden (one for all) is the most common: "
-                         + ", ".join(f"{k.removeprefix('hidden/')} {v}" for k, v in specs.items()))
+            each = ", ".join(f"{k.removeprefix('hidden/')} {v}" for k, v in specs.items())
+            notes.append(f"networks differ ({each}); algo.hidden is one for all: {common} "
+                         "(the most common; ties go to the first)")
     acts = {k: v for k, v in m.fields.items() if k.startswith("activation") and isinstance(v, str)}
     if acts:
         algo["activation"] = Counter(acts.values()).most_common(1)[0][0]
         if len(set(acts.values())) > 1:
-            notes.append("activations differ; algo.activation is the most common: "
-                         + ", ".join(f"{k.removeprefix('activation/')} {v}" for k, v in acts.items()))
+            each = ", ".join(f"{k.removeprefix('activation/')} {v}" for k, v in acts.items())
+            notes.append(f"activations differ ({each}); algo.activation is one for all: {algo['activation']} "
+                         "(the most common)")
     head = [f"Final best member of run {run.name}: member {m.id}, generation {m.generation}, "
             f"fitness {m.fitness:.3f} at {m.env_steps:,} env steps.",
             "Its evolved hyperparameters and architecture are in algo.*; everything else is as the run had it.",
@@ -66,8 +69,3 @@ def best_config(run: Run) -> tuple[str, str | None]:
         return text, str(e)
     return text, None
 
-
-def _algo_keys() -> list[tuple[str, str, Any]]:
-    from evohpo import config as C
-
-    return [(k.removeprefix("algo."), d, v) for k, d, v in C.describe_keys() if k.startswith("algo.")]

@@ -170,6 +170,12 @@ class Delta:
     se: float            # standard error of that difference (Welch); NaN with one run a side
     paired: list[float]  # per seed, where both groups ran that seed
 
+    @property
+    def paired_stat(self) -> Stat:
+        """Mean and spread of the per-seed differences. Runs of one seed share the initial
+        networks and the evaluation episodes, so this is the sharper comparison."""
+        return stat(self.paired)
+
 
 def deltas(ref: Group, other: Group, steps: int) -> list[Delta]:
     a = {r.seed(): run_scores(r, steps) for r in ref.runs}

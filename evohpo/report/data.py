@@ -137,10 +137,24 @@ def load_run(path: Path) -> Run:
         raise ConfigError(f"run {str(path)!r} has no generations in metrics.jsonl yet; "
                           "a report needs at least one evaluation")
     run = Run(path=path, name=path.resolve().name, config=yaml.safe_load(text) or {}, config_text=text,
-              metrics=metrics, lineage=read_jsonl(path / "lineage.jsonl"),
+              metrics=continuous_time(metrics), lineage=read_jsonl(path / "lineage.jsonl"),
               system=read_jsonl(path / "system.jsonl"), best_meta=best_checkpoint_meta(path))
     link_members(run)
     return run
+
+
+def continuous_time(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Wall time summed over sessions: a resumed run's clock starts again from zero."""
+    offset, last, out = 0.0, 0.0, []
+    for m in metrics:
+        t = num(m.get("time/elapsed_s"))
+        if math.isfinite(t):
+            if t + offset < last:
+                offset = last
+            last = t + offset
+            m = {**m, "time/elapsed_s": last}
+        out.append(m)
+    return out
 
 
 def best_checkpoint_meta(path: Path) -> dict[str, Any] | None:

@@ -240,10 +240,16 @@ def comparison(groups: list[K.Group]) -> str:
         for d in K.deltas(ref, g, steps):
             cls = "good" if d.diff > 0 else "bad"
             se = f" ± {d.se:.2f} (s.e.)" if math.isfinite(d.se) else ""
-            rows.append([d.metric, f"<span class='{cls}'>{d.diff:+.2f}</span>{se}",
-                         ", ".join(f"{x:+.2f}" for x in d.paired) or "no shared seeds"])
+            ps = d.paired_stat
+            paired = (f"{ps.mean:+.2f} ± {ps.std / math.sqrt(ps.n):.2f} (s.e., n={ps.n})" if ps.n > 1
+                      else f"{ps.mean:+.2f}" if ps.n else "no shared seeds")
+            rows.append([esc(d.metric), f"<span class='{cls}'>{d.diff:+.2f}</span>{se}", esc(paired),
+                         esc(", ".join(f"{x:+.2f}" for x in d.paired))])
         body += (f"<h3>{esc(g.label)} minus {esc(ref.label)}</h3>"
-                 + raw_table(["metric", "difference of means", "per shared seed"], rows))
+                 "<p>Runs of one seed start from the same networks and, generation by generation, meet the same "
+                 "evaluation episodes, so the paired difference (same seed, both settings) is usually the sharper "
+                 "comparison.</p>"
+                 + raw_table(["metric", "difference of means", "paired difference", "per seed"], rows))
     body += "<h3>Final best member of each run</h3>" + winners(groups)
     diff = K.config_diff(groups)
     body += "<h3>How the groups' configs differ</h3>" + (
@@ -254,8 +260,7 @@ def comparison(groups: list[K.Group]) -> str:
 
 def raw_table(head: list[str], rows: list[list[str]]) -> str:
     """A table whose cells are HTML already (escaped by the caller)."""
-    body = "".join("<tr>" + "".join(f"<td>{c if i == 1 else esc(c)}</td>" for i, c in enumerate(r)) + "</tr>"
-                   for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
     return "<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr>{body}</table>"
 
 
