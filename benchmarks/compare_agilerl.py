@@ -174,6 +174,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200_000, help="AgileRL's budget in population env steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch-threads", type=int, default=1, help="torch threads for both (small nets: 1 is fastest)")
+    ap.add_argument("--agilerl-threads", type=int, default=None,
+                    help="torch threads while AgileRL runs (default: --torch-threads; 0: torch's default, "
+                         "one per core, AgileRL's own set-up)")
     ap.add_argument("--json", help="also write both runs' rows here")
     args = ap.parse_args()
     try:
@@ -182,16 +185,20 @@ def main() -> None:
         raise SystemExit("agilerl is not installed here; see benchmarks/README.md for an environment") from None
     import torch
 
-    torch.set_num_threads(args.torch_threads)
+    agile_threads = args.torch_threads if args.agilerl_threads is None else args.agilerl_threads
+    torch.set_num_threads(agile_threads or os.cpu_count() or 1)
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
+    print(f"torch threads: AgileRL {torch.get_num_threads()}, evohpo {args.torch_threads}")
     agile = run_agilerl(args.steps, args.seed)
     print(f"load average {os.getloadavg()[0]:.1f} after AgileRL", flush=True)
+    torch.set_num_threads(args.torch_threads)
     ours = run_ours(agile[-1]["wall_s"], args.seed, args.torch_threads)
     print(f"load average {os.getloadavg()[0]:.1f} after evohpo")
     report(agile, ours)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"agilerl": agile, "evohpo": ours, "machine": machine()}, f, indent=1)
+            json.dump({"agilerl": agile, "evohpo": ours, "machine": machine(),
+                       "threads": {"agilerl": agile_threads, "evohpo": args.torch_threads}}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -84,7 +84,9 @@ class ReplayBuffer:
             ok &= np.isfinite(actions[a]).all(1) & np.isfinite(rewards[a])
         rows = np.flatnonzero(ok) if not ok.all() else slice(None)
         m = int(ok.sum())
-        idx = (self.pos + np.arange(m)) % self.capacity
+        # rows pos..pos+m, as a slice (a view: the fast assignment) unless they wrap around
+        idx: slice | np.ndarray = (slice(self.pos, self.pos + m) if self.pos + m <= self.capacity
+                                   else (self.pos + np.arange(m)) % self.capacity)
         for j, a in enumerate(self.agents):
             self.obs[idx, self.obs_slices[a]] = obs[a][rows]
             self.next_obs[idx, self.obs_slices[a]] = next_obs[a][rows]

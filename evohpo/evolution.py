@@ -132,6 +132,7 @@ def mutate(member: Any, cfg: MutationConfig, generation: int, rng: np.random.Gen
     elif kind == "weights":
         gen = torch.Generator(device=member.algo.device).manual_seed(int(rng.integers(0, 2**62)))
         change = mutate_weights(member.algo.actors, cfg, gen)
+        member.algo.actor_version += 1
         rec.target, rec.op = "actors", f"gaussian std={cfg.weight_noise_std:g} frac={cfg.weight_fraction:g}"
         rec.after = {a: round(v, 6) for a, v in change.items()}
         rec.note = "after: L2 norm of the change per agent's actor"

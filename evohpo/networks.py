@@ -32,8 +32,11 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -45,6 +48,15 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
     "silu": nn.SiLU,
 }
 LEAKY_SLOPE = 0.01  # nn.LeakyReLU's default negative slope
+# the same functions without a module call per use (the forward pass of small nets is call overhead)
+FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu,
+    "elu": F.elu,
+    "gelu": F.gelu,
+    "tanh": torch.tanh,
+    "leaky_relu": lambda x: F.leaky_relu(x, LEAKY_SLOPE),
+    "silu": F.silu,
+}
 PAIRED = {"leaky_relu": 1.0 + LEAKY_SLOPE, "gelu": 1.0, "silu": 1.0}  # sigma(x) - sigma(-x) = c * x
 # remove_layer replaces the removed activation by s * x: its slope at 0 (elu, tanh: 1; gelu, silu: 1/2),
 # for leaky_relu the mean of its two slopes, for relu the slope of the side a relu identity layer uses.
@@ -102,10 +114,42 @@ class MLP(nn.Module):
         return net
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        *hidden, last = self.layers
-        for layer in hidden:
-            x = self.act(layer(x))
-        return last(x)
+        fn, last = FUNCTIONS[self.activation], len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            lin = cast(nn.Linear, layer)
+            x = F.linear(x, lin.weight, lin.bias)
+            if i < last:
+                x = fn(x)
+        return x
+
+    def forward_numpy(self, x: np.ndarray) -> np.ndarray:
+        """The same function on a float32 array, for acting on the CPU (numpy calls on arrays this
+        small cost a fraction of torch's dispatch). Reads the live weights: no copy to refresh."""
+        views = self.numpy_views()
+        last = len(views) - 1
+        for i, (w, b) in enumerate(views):
+            x = x @ w
+            x += b
+            if i < last:
+                x = numpy_activation(self.activation, x)
+        return x
+
+    def numpy_views(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        # numpy views share the parameters' memory, so in-place optimizer steps and load_state_dict
+        # show through; a parameter given new storage (a device move) rebuilds them
+        cache = self.__dict__.get("_np_cache")
+        if cache is not None and all(t.data_ptr() == ptr for t, ptr in zip(cache[0], cache[1], strict=True)):
+            return cache[2]
+        linears = [cast(nn.Linear, layer) for layer in self.layers]
+        tensors = [t for lin in linears for t in (lin.weight, lin.bias)]
+        views = [(lin.weight.detach().numpy().T, lin.bias.detach().numpy()) for lin in linears]
+        self.__dict__["_np_cache"] = (tensors, [t.data_ptr() for t in tensors], views)
+        return views
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state.pop("_np_cache", None)  # views of this module's own tensors: never carried to a copy
+        return state
 
     def sizes(self) -> list[int]:
         return [self.in_dim, *self.hidden, self.out_dim]
@@ -116,6 +160,20 @@ class MLP(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def numpy_activation(name: str, x: np.ndarray) -> np.ndarray:
+    if name == "relu":
+        return np.maximum(x, 0.0, out=x)
+    if name == "tanh":
+        return np.tanh(x, out=x)
+    if name == "leaky_relu":
+        return np.where(x > 0, x, np.float32(LEAKY_SLOPE) * x)
+    if name == "elu":
+        return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+    if name == "silu":
+        return x / (1.0 + np.exp(-x))
+    return FUNCTIONS[name](torch.from_numpy(x)).numpy()  # gelu: erf, which numpy lacks
 
 
 def polyak_update(online: Iterable[torch.Tensor], target: Iterable[torch.Tensor], tau: float) -> None:

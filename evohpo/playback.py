@@ -14,7 +14,7 @@ from torch import nn
 from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.algos import MATD3
-from evohpo.envs import SyncPool, env_fn, make_env, probe
+from evohpo.envs import make_env, make_pool, probe
 from evohpo.envs.registry import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
 
@@ -66,7 +66,7 @@ def evaluate(cfg: C.Config, algo: MATD3, episodes: int, seed: int) -> dict[str, 
     """Per-agent returns of ``episodes`` complete noise-free episodes (as the trainer measures fitness)."""
     from evohpo.trainer import episode_returns
 
-    pool = SyncPool([env_fn(cfg.env.name, cfg.env.kwargs) for _ in range(episodes)], algo.spec)
+    pool = make_pool(cfg.env.name, cfg.env.kwargs, episodes, "sync", algo.spec, backend=cfg.env.backend)
     try:
         return episode_returns(algo, pool, seed)
     finally:

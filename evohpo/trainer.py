@@ -24,9 +24,10 @@ import numpy as np
 import torch
 
 from evohpo import checkpoint, evolution
+from evohpo.algos.acting import PopulationActor
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.config import Config, to_dict
-from evohpo.envs import SyncPool, VectorPool, env_fn, make_pool, probe
+from evohpo.envs import VectorPool, make_pool, probe
 from evohpo.envs.pool import StepResult
 from evohpo.errors import ConfigError, Diverged, EnvError, Interrupted
 from evohpo.loggers import Logger
@@ -131,10 +132,12 @@ class Trainer:
         self.spec = probe(e.name, e.kwargs)
         self.fitness_agents = self._fitness_agents()
         self.pool: VectorPool = self.make_train_pool()
-        self.eval_pool = SyncPool([env_fn(e.name, e.kwargs) for _ in range(cfg.eval.episodes)], self.spec)
+        # the same backend as training: a batched pool plays the episodes a PettingZoo pool would
+        self.eval_pool = make_pool(e.name, e.kwargs, cfg.eval.episodes, "sync", self.spec, backend=e.backend)
         check_memory(self.spec, cfg.buffer.capacity)
         self.buffer = ReplayBuffer(self.spec, cfg.buffer.capacity, self.device)
         self.members = make_population(cfg, self.spec, np.random.default_rng(pop_ss), self.device)
+        self.actor = PopulationActor(self.spec)
         self.k = e.num_envs // cfg.population.size  # envs per member slot
         b = cfg.mutation.bounds
         self.mutation_cfg = dataclasses.replace(cfg.mutation, bounds=dataclasses.replace(
@@ -286,11 +289,9 @@ class Trainer:
         return slice(j * self.k, (j + 1) * self.k)
 
     def act(self, obs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Each member acts, with exploration, on its own slice of the pool."""
-        parts = [m.algo.act({a: o[self.slot(j)] for a, o in obs.items()}, m.rng, self.done[self.slot(j)])
-                 for j, m in enumerate(self.members)]
-        env_act = {a: np.concatenate([p[0][a] for p in parts]) for a in self.spec.agents}
-        stored = {a: np.concatenate([p[1][a] for p in parts]) for a in self.spec.agents}
+        """Each member acts, with exploration, on its own slice of the pool (all in one pass)."""
+        env_act, stored = self.actor.act([m.algo for m in self.members], [m.rng for m in self.members],
+                                         obs, self.done)
         for a in self.spec.agents:  # a policy gone NaN must not drive the envs into NaN states
             if not np.isfinite(env_act[a]).all():
                 np.nan_to_num(env_act[a], copy=False, nan=self.spec[a].low, posinf=self.spec[a].high,
@@ -407,6 +408,7 @@ class Trainer:
             records[-1].note = (records[-1].note + f"; parent fitness {fitness[p]:.3f}").lstrip("; ")
             new_members.append(child)
         self.members = new_members
+        self.actor.invalidate()  # new members, and weights changed outside learning
         return records
 
     def clone(self, parent: Member) -> Member:

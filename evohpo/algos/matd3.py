@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from evohpo.algos.acting import Actions, Part, explore
 from evohpo.buffer import Batch
 from evohpo.envs.registry import EnvSpec
 from evohpo.networks import MLP, polyak_update
@@ -79,6 +80,9 @@ class MATD3:
                     for a in self.agents}
         self._build_networks(arch, torch.Generator().manual_seed(seed))
         self.updates = 0  # critic updates so far (drives the policy delay)
+        # moves whenever the actors' weights change in place (learning, loading, weight noise):
+        # PopulationActor refreshes its copies of them when it does
+        self.actor_version = 0
         self.ou_state: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ construction helpers
@@ -104,10 +108,10 @@ class MATD3:
                 c.to(self.device)
 
     def make_optimizers(self) -> None:
-        self.actor_opts = {a: torch.optim.Adam(self.actors[a].parameters(), lr=self.hp.lr_actor)
+        self.actor_opts = {a: adam(self.actors[a].parameters(), self.hp.lr_actor, self.device)
                            for a in self.agents}
-        self.critic_opts = {a: torch.optim.Adam([p for c in self.critics[a] for p in c.parameters()],
-                                                lr=self.hp.lr_critic) for a in self.agents}
+        self.critic_opts = {a: adam([p for c in self.critics[a] for p in c.parameters()], self.hp.lr_critic,
+                                    self.device) for a in self.agents}
 
     def set_hyperparams(self, **changes: Any) -> None:
         """Change hyperparameters; learning rates change in the optimizers in place (Adam state kept)."""
@@ -120,58 +124,43 @@ class MATD3:
                 g["lr"] = self.hp.lr_critic
 
     # ------------------------------------------------------------------ acting
-    @torch.inference_mode()
     def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
-            done: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+            done: np.ndarray | None = None) -> Actions:
         """Actions for a batch of envs: (for the env, for the buffer).
 
         With ``rng`` the actions explore (Gaussian or OU noise on continuous actions; Gumbel-max
         sampling plus epsilon-random for discrete ones); with ``rng=None`` they are the
         deterministic policy used for fitness. ``done`` marks envs whose episode just ended, so
-        their OU noise restarts.
+        their OU noise restarts. :class:`~evohpo.algos.acting.PopulationActor` gives the same
+        actions for a whole population at once.
         """
-        env_act: dict[str, np.ndarray] = {}
-        store: dict[str, np.ndarray] = {}
-        for a in self.agents:
-            s = self.spec[a]
-            out = self.actors[a](torch.from_numpy(obs[a]).to(self.device)).float().cpu().numpy()
-            n = out.shape[0]
-            if s.discrete:
-                logits = out
-                if rng is None:
-                    idx = logits.argmax(axis=1)
-                else:
-                    idx = (logits + rng.gumbel(size=logits.shape)).argmax(axis=1)
-                    if self.hp.expl_noise > 0:
-                        rand = rng.random(n) < self.hp.expl_noise
-                        idx = np.where(rand, rng.integers(0, s.act_dim, n), idx)
-                env_act[a] = idx.astype(np.float32)[:, None]
-                onehot = np.zeros((n, s.act_dim), np.float32)
-                onehot[np.arange(n), idx] = 1.0
-                store[a] = onehot
-            else:
-                act = _squash(out, s.low, s.high)
-                if rng is not None and self.hp.expl_noise > 0:
-                    act = act + self._noise(a, n, s.act_dim, rng, done) * (s.high - s.low)
-                    np.clip(act, s.low, s.high, out=act)
-                env_act[a] = act.astype(np.float32)
-                store[a] = env_act[a]
-        return env_act, store
+        outs = {a: self.policy_output(a, obs[a]) for a in self.agents}
+        n = next(iter(outs.values())).shape[0]
+        return explore(self.spec, outs, [Part(self, rng, slice(0, n), done)])
 
-    def _noise(self, agent: str, n: int, dim: int, rng: np.random.Generator,
-               done: np.ndarray | None) -> np.ndarray:
+    def policy_output(self, agent: str, obs: np.ndarray) -> np.ndarray:
+        """The actor's raw output (pre-squash, or logits) for a batch of observations."""
+        if self.device.type == "cpu":
+            return self.actors[agent].forward_numpy(np.asarray(obs, np.float32))
+        with torch.inference_mode():
+            return self.actors[agent](torch.from_numpy(obs).to(self.device)).float().cpu().numpy()
+
+    def noise(self, agent: str, n: int, dim: int, rng: np.random.Generator,
+              done: np.ndarray | None) -> np.ndarray:
+        """Exploration noise for ``n`` rows (Gaussian, or OU with its state kept per agent)."""
         sigma = self.hp.expl_noise
         if self.sw.noise == "gaussian":
             return rng.normal(0.0, sigma, size=(n, dim)).astype(np.float32)
         x = self.ou_state.get(agent)
         if x is None or x.shape != (n, dim):
             x = np.zeros((n, dim), np.float32)
-        if done is not None:
+        elif done is not None and done.any():
             x[done] = 0.0
+        # x <- x - theta x dt + sigma sqrt(dt) N(0, 1), in float32
         th, dt = self.sw.ou_theta, self.sw.ou_dt
-        x = x - th * x * dt + sigma * np.sqrt(dt) * rng.normal(size=(n, dim))
-        self.ou_state[agent] = x.astype(np.float32)
-        return self.ou_state[agent]
+        x = x * np.float32(1.0 - th * dt) + np.float32(sigma * np.sqrt(dt)) * rng.standard_normal((n, dim), np.float32)
+        self.ou_state[agent] = x
+        return x
 
     # ------------------------------------------------------------------ learning
     def _policy_action(self, agent: str, obs: torch.Tensor, net: MLP, smooth: bool) -> torch.Tensor:
@@ -219,7 +208,13 @@ class MATD3:
             return out
 
     def learn(self, batch: Batch) -> dict[str, float]:
-        """One gradient step for every agent's critics, and (every policy_delay) its actor."""
+        """One gradient step for every agent's critics, and (every policy_delay) its actor.
+
+        Each agent's losses touch only its own networks, so the agents' critic losses go through
+        one backward pass, and then their actor losses through another (which sees the updated
+        critics, as stepping the agents one after the other would); each agent's gradients are
+        clipped and stepped on their own.
+        """
         agents = self.agents
         obs_all = torch.cat([batch.obs[a] for a in agents], dim=1)
         act_all = [batch.actions[a] for a in agents]
@@ -227,34 +222,45 @@ class MATD3:
         critic_in = torch.cat([obs_all, *act_all], dim=1)
         self.updates += 1
         update_actor = self.updates % self.sw.policy_delay == 0
-        metrics: dict[str, float] = {}
-        for i, a in enumerate(agents):
+        # rows where an agent did not act (it left the episode) teach its networks nothing
+        masks = [batch.alive[a] for a in agents]
+        denoms = [m.sum().clamp(min=1.0) for m in masks]
+        critic_losses = []
+        for a, mask, denom in zip(agents, masks, denoms, strict=True):
             y = targets[a]
-            # rows where this agent did not act (it left the episode) teach its critic nothing
-            mask = batch.alive[a]
-            denom = mask.sum().clamp(min=1.0)
-            critic_loss = torch.stack([(mask * (c(critic_in).squeeze(1) - y).pow(2)).sum() / denom
-                                       for c in self.critics[a]]).sum()
-            self._step(self.critic_opts[a], critic_loss)
-            metrics[f"critic_loss/{a}"] = critic_loss.item()
-            if update_actor:
+            critic_losses.append(torch.stack([(mask * (c(critic_in).squeeze(1) - y).pow(2)).sum()
+                                              for c in self.critics[a]]).sum() / denom)
+        self._step([self.critic_opts[a] for a in agents], critic_losses)
+        metrics = {f"critic_loss/{a}": loss.item() for a, loss in zip(agents, critic_losses, strict=True)}
+        if update_actor:
+            actor_losses = []
+            for i, a in enumerate(agents):
                 # the other agents' actions come from the buffer, as in MADDPG's policy gradient
                 act_i, raw = self._train_action(a, batch.obs[a])
                 joint = torch.cat([obs_all, *act_all[:i], act_i, *act_all[i + 1:]], dim=1)
                 q = self.critics[a][0](joint).squeeze(1)
-                actor_loss = (-(mask * q).sum() + self.sw.action_reg * (mask * raw.pow(2).mean(1)).sum()) / denom
-                self._step(self.actor_opts[a], actor_loss)
-                metrics[f"actor_loss/{a}"] = actor_loss.item()
-        if update_actor:
+                actor_losses.append((-(masks[i] * q).sum()
+                                     + self.sw.action_reg * (masks[i] * raw.pow(2).mean(1)).sum()) / denoms[i])
+            self._step([self.actor_opts[a] for a in agents], actor_losses)
+            self.actor_version += 1
+            metrics.update({f"actor_loss/{a}": loss.item() for a, loss in zip(agents, actor_losses, strict=True)})
             self.update_targets()
         return metrics
 
-    def _step(self, opt: torch.optim.Optimizer, loss: Any) -> None:
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.sw.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], self.sw.max_grad_norm)
-        opt.step()
+    def _step(self, opts: list[torch.optim.Optimizer], losses: list[torch.Tensor]) -> None:
+        """One backward pass of all losses into the optimizers' parameters only, then clip and step each.
+
+        Other parameters get no gradient from these losses (the critics under an actor loss).
+        """
+        groups = [opt.param_groups[0]["params"] for opt in opts]
+        params = [p for g in groups for p in g]
+        grads = torch.autograd.grad(torch.stack(losses).sum(), params, allow_unused=True)
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        for opt, group in zip(opts, groups, strict=True):
+            if self.sw.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(group, self.sw.max_grad_norm, foreach=True)
+            opt.step()
 
     def update_targets(self) -> None:
         online, target = [], []
@@ -316,6 +322,7 @@ class MATD3:
             self.actor_opts[a].load_state_dict(copy.deepcopy(state["actor_opts"][a]))
             self.critic_opts[a].load_state_dict(copy.deepcopy(state["critic_opts"][a]))
         self.set_hyperparams()  # the optimizers' lr follow hp
+        self.actor_version += 1
         self.updates = int(state["updates"])
         self.gen.set_state(state["gen"])
         self.ou_state = {a: x.copy() for a, x in state["ou_state"].items()}
@@ -335,15 +342,17 @@ class MATD3:
         return other
 
 
+def adam(params: Any, lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam with its fused kernel where the device has one (one call per step, not one per tensor)."""
+    fused = True if device.type in ("cpu", "cuda") else None
+    return torch.optim.Adam(params, lr=lr, fused=fused)
+
+
 def _copy(net: MLP) -> MLP:
     t = copy.deepcopy(net)
     for p in t.parameters():
         p.requires_grad_(False)
     return t
-
-
-def _squash(x: np.ndarray, low: float, high: float) -> np.ndarray:
-    return (low + (high - low) / (1.0 + np.exp(-x))).astype(np.float32)
 
 
 def _squash_t(x: torch.Tensor, low: float, high: float) -> torch.Tensor:

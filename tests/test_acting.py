@@ -1,0 +1,151 @@
+"""The fast paths are the same functions: numpy forward passes, population acting, one-pass learning."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
+from evohpo.algos.acting import PopulationActor
+from evohpo.buffer import ReplayBuffer
+from evohpo.evolution import mutate_weights
+from evohpo.mutations import apply_edits
+from evohpo.networks import ACTIVATIONS, MLP, add_nodes
+from tests.test_algos import fill, hetero_spec
+
+HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.01, expl_noise=0.3)
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_numpy_forward_equals_torch(activation: str) -> None:
+    net = MLP(7, 4, [16, 9], activation, torch.Generator().manual_seed(0), out_scale=None)
+    x = np.random.default_rng(0).normal(size=(5, 7)).astype(np.float32) * 3
+    with torch.no_grad():
+        ref = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(net.forward_numpy(x), ref, rtol=1e-5, atol=1e-6)
+    # the views follow in-place changes of the weights, and new storage
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(0.5)
+        ref = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(net.forward_numpy(x), ref, rtol=1e-5, atol=1e-6)
+    net.layers[0].weight.data = net.layers[0].weight.data.clone() * 2  # type: ignore[union-attr]
+    with torch.no_grad():
+        ref = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(net.forward_numpy(x), ref, rtol=1e-5, atol=1e-6)
+    twin = copy.deepcopy(net)  # a copy reads its own weights, not the original's
+    with torch.no_grad():
+        twin.layers[-1].bias.add_(1.0)  # type: ignore[union-attr]
+    assert not np.allclose(twin.forward_numpy(x), net.forward_numpy(x))
+
+
+def population(spec, algo: str, noise: str, n: int = 4) -> tuple[list[MATD3], list[np.random.Generator]]:
+    sw = Switches(**{**ALGOS[algo], "noise": noise})
+    algos = [MATD3(spec, copy.copy(HP), sw, [16, 16], "relu", seed=i) for i in range(n)]
+    return algos, [np.random.default_rng(100 + i) for i in range(n)]
+
+
+@pytest.mark.parametrize("discrete_listener", [True, False])
+@pytest.mark.parametrize("noise", ["gaussian", "ou"])
+def test_population_acting_equals_member_by_member(discrete_listener: bool, noise: str) -> None:
+    """Same actions, bit for bit, as each member acting on its slice with its own generator, while
+    the members learn, have their weights mutated, change architecture and are replaced."""
+    spec = hetero_spec(discrete_listener)
+    k = 3
+    algos, rngs = population(spec, "matd3", noise)
+    twins = copy.deepcopy((algos, rngs))
+    actor = PopulationActor(spec)
+    obs_rng = np.random.default_rng(7)
+    buf = ReplayBuffer(spec, 500)
+    fill(buf, spec, 200, obs_rng)
+    algos[2].set_hyperparams(expl_noise=0.0)
+    twins[0][2].set_hyperparams(expl_noise=0.0)
+    for step in range(12):
+        obs = {a: obs_rng.normal(size=(4 * k, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
+        done = obs_rng.random(4 * k) < 0.3
+        env_act, stored = actor.act(algos, rngs, obs, done)
+        parts = [t.act({a: o[j * k:(j + 1) * k] for a, o in obs.items()}, r, done[j * k:(j + 1) * k])
+                 for j, (t, r) in enumerate(zip(*twins, strict=True))]
+        for a in spec.agents:
+            np.testing.assert_array_equal(env_act[a], np.concatenate([p[0][a] for p in parts]))
+            np.testing.assert_array_equal(stored[a], np.concatenate([p[1][a] for p in parts]))
+        for pop in (algos, twins[0]):  # the same changes on both sides
+            batch_rng = np.random.default_rng(step)
+            pop[step % 4].learn(buf.sample(32, batch_rng))
+            pop[step % 4].learn(buf.sample(32, batch_rng))  # a policy-delayed actor step
+            if step == 4:
+                pop[1].actor_version += 1
+                mutate_weights(pop[1].actors, _WeightCfg(), torch.Generator().manual_seed(3))
+            if step == 6:  # architecture change: member 3's actor leaves the stacked group
+                net = pop[3].actors["listener"]
+                apply_edits(pop[3], "listener", "actor", [add_nodes(net, 0, 4, torch.Generator().manual_seed(1))])
+            if step == 9:  # a clone replaces member 0
+                pop[0] = pop[1].clone(seed=5)
+        if step == 9:
+            actor.invalidate()
+    assert actor.groups("listener", algos)[0][1] == [0, 1, 2]  # the shapes it grouped by
+
+
+class _WeightCfg:
+    weight_fraction = 0.5
+    weight_noise_std = 0.1
+
+
+def sequential_learn(m: MATD3, batch) -> None:
+    """The reference: each agent's critics, then its actor, stepped one agent after the other."""
+    agents = m.agents
+    obs_all = torch.cat([batch.obs[a] for a in agents], dim=1)
+    act_all = [batch.actions[a] for a in agents]
+    targets = m.td_targets(batch)
+    critic_in = torch.cat([obs_all, *act_all], dim=1)
+    m.updates += 1
+    update_actor = m.updates % m.sw.policy_delay == 0
+
+    def step(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], m.sw.max_grad_norm)
+        opt.step()
+
+    for i, a in enumerate(agents):
+        mask = batch.alive[a]
+        denom = mask.sum().clamp(min=1.0)
+        step(m.critic_opts[a], torch.stack([(mask * (c(critic_in).squeeze(1) - targets[a]).pow(2)).sum()
+                                            for c in m.critics[a]]).sum() / denom)
+        if update_actor:
+            act_i, raw = m._train_action(a, batch.obs[a])
+            joint = torch.cat([obs_all, *act_all[:i], act_i, *act_all[i + 1:]], dim=1)
+            q = m.critics[a][0](joint).squeeze(1)
+            step(m.actor_opts[a], (-(mask * q).sum() + m.sw.action_reg * (mask * raw.pow(2).mean(1)).sum()) / denom)
+    if update_actor:
+        m.update_targets()
+
+
+@pytest.mark.parametrize("algo", sorted(ALGOS))
+@pytest.mark.parametrize("discrete_listener", [True, False])
+def test_one_pass_learning_equals_agent_by_agent(algo: str, discrete_listener: bool) -> None:
+    """All agents' losses through one backward pass each for critics and actors give the updates
+    that stepping the agents one after the other gives (each loss touches only its agent's nets)."""
+    spec = hetero_spec(discrete_listener)
+    sw = Switches(**{**ALGOS[algo], "max_grad_norm": 0.05})  # small: clipping is active
+    m = MATD3(spec, HP, sw, [16, 16], "relu", seed=0)
+    ref = m.clone(seed=0)
+    rng = np.random.default_rng(0)
+    buf = ReplayBuffer(spec, 500)
+    fill(buf, spec, 300, rng)
+    for i in range(6):
+        batch = buf.sample(32, np.random.default_rng(i))
+        m.learn(batch)
+        sequential_learn(ref, batch)
+    for which in ("actors", "actor_targets", "critics", "critic_targets"):
+        for a in spec.agents:
+            nets = getattr(m, which)[a]
+            refs = getattr(ref, which)[a]
+            for n, r in zip(nets if isinstance(nets, list) else [nets], refs if isinstance(refs, list) else [refs],
+                            strict=True):
+                for p, q in zip(n.parameters(), r.parameters(), strict=True):
+                    torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert m.actor_version == ref.updates // sw.policy_delay
