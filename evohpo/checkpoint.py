@@ -156,6 +156,7 @@ def trainer_state(t: Any, with_buffer: bool) -> tuple[dict[str, Any], dict[str, 
                  "train_returns": t.train_returns, "loss_stats": t.loss_stats},
         "files": run_files(t.run_dir),
         "has_buffer": with_buffer, "restarts": t.restarts, "dropped": t.dropped,
+        "elapsed_s": t.elapsed(),
     }
     tensors = {
         "members": [m.algo.state_dict() for m in t.members],
@@ -180,6 +181,7 @@ def restore_trainer(t: Any, meta: dict[str, Any], tensors: dict[str, Any]) -> No
     t.generation, t.env_steps, t.window_steps = meta["generation"], meta["env_steps"], meta["window_steps"]
     t.next_id = meta["next_id"]
     t.restarts, t.dropped = meta.get("restarts", 0), meta.get("dropped", 0)
+    t.elapsed_before = float(meta.get("elapsed_s", 0.0))  # time/elapsed_s goes on from there
     t.best_ever = -np.inf if meta["best_ever"] is None else meta["best_ever"]
     t.eval_rng, t.evo_rng = rng_from(meta["eval_rng"]), rng_from(meta["evo_rng"])
     loop = meta["loop"]

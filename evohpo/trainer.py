@@ -151,6 +151,8 @@ class Trainer:
         self.ep_return = np.zeros(e.num_envs)
         self.restarts = 0         # env pool restarts after failures
         self.dropped = 0          # non-finite transitions kept out of the replay memory
+        self.elapsed_before = 0.0  # wall seconds the run spent before it was resumed
+        self.start = time.perf_counter()
         self._reset_window_stats()
 
     def _fitness_agents(self) -> list[str]:
@@ -430,7 +432,7 @@ class Trainer:
         window_s = max(now - self.window_start, 1e-9)
         m: dict[str, Any] = {
             "generation": self.generation,
-            "time/elapsed_s": now - self.start,
+            "time/elapsed_s": self.elapsed(now),
             "train/env_steps_per_s": self.window_steps * self.cfg.env.num_envs / self.k / window_s,
             "train/episodic_return": float(np.mean(self.train_returns)) if self.train_returns else None,
             "eval/best_fitness": fitness[best],
@@ -468,6 +470,10 @@ class Trainer:
         self.window_steps = 0
         self.window_start = time.perf_counter()
         self._reset_window_stats()
+
+    def elapsed(self, now: float | None = None) -> float:
+        """Wall seconds of the whole run, the sessions before a resume included."""
+        return self.elapsed_before + (time.perf_counter() if now is None else now) - self.start
 
     def summary(self) -> dict[str, Any]:
         m = self.last_metrics

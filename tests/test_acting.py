@@ -10,6 +10,7 @@ import torch
 
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
 from evohpo.algos.acting import PopulationActor
+from evohpo.algos.matd3 import LearnInputs
 from evohpo.buffer import ReplayBuffer
 from evohpo.evolution import mutate_weights
 from evohpo.mutations import apply_edits
@@ -95,12 +96,9 @@ class _WeightCfg:
 
 
 def sequential_learn(m: MATD3, batch) -> None:
-    """The reference: each agent's critics, then its actor, stepped one agent after the other."""
-    agents = m.agents
-    obs_all = torch.cat([batch.obs[a] for a in agents], dim=1)
-    act_all = [batch.actions[a] for a in agents]
-    targets = m.td_targets(batch)
-    critic_in = torch.cat([obs_all, *act_all], dim=1)
+    """The reference: each agent's critics, then its actor, stepped one agent after the other
+    (own backward pass, torch's clip_grad_norm_, own Adam step)."""
+    inputs = LearnInputs.of(m, batch)
     m.updates += 1
     update_actor = m.updates % m.sw.policy_delay == 0
 
@@ -110,16 +108,10 @@ def sequential_learn(m: MATD3, batch) -> None:
         torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], m.sw.max_grad_norm)
         opt.step()
 
-    for i, a in enumerate(agents):
-        mask = batch.alive[a]
-        denom = mask.sum().clamp(min=1.0)
-        step(m.critic_opts[a], torch.stack([(mask * (c(critic_in).squeeze(1) - targets[a]).pow(2)).sum()
-                                            for c in m.critics[a]]).sum() / denom)
+    for i, a in enumerate(m.agents):
+        step(m.critic_opts[a], m.critic_loss(i, inputs))
         if update_actor:
-            act_i, raw = m._train_action(a, batch.obs[a])
-            joint = torch.cat([obs_all, *act_all[:i], act_i, *act_all[i + 1:]], dim=1)
-            q = m.critics[a][0](joint).squeeze(1)
-            step(m.actor_opts[a], (-(mask * q).sum() + m.sw.action_reg * (mask * raw.pow(2).mean(1)).sum()) / denom)
+            step(m.actor_opts[a], m.actor_loss(i, inputs))
     if update_actor:
         m.update_targets()
 

@@ -42,6 +42,8 @@ def test_resume_equals_uninterrupted(tmp_path: Path, first: int) -> None:
     full, part = logs(tmp_path / "full"), logs(tmp_path / "part")
     assert part[0] == full[0] and part[1] == full[1]
     assert len(full[0]) == 5 and full[0][-1]["env_steps"] == 160
+    elapsed = [r["time/elapsed_s"] for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")]
+    assert elapsed == sorted(elapsed)  # the run's clock goes on across the resume
 
 
 def test_resume_refuses_other_config_and_spent_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -65,6 +65,28 @@ ALGOS: dict[str, dict[str, Any]] = {
 }
 
 
+@dataclass
+class LearnInputs:
+    """What every agent's losses of one update share."""
+
+    batch: Batch
+    obs_all: torch.Tensor          # [B, sum obs_dim]
+    act_all: list[torch.Tensor]    # per agent [B, act_dim], from the buffer
+    critic_in: torch.Tensor        # [B, sum obs_dim + sum act_dim]
+    targets: dict[str, torch.Tensor]
+    masks: list[torch.Tensor]      # per agent [B]: 1 where it acted (an agent that left teaches nothing)
+    denoms: list[torch.Tensor]
+
+    @classmethod
+    def of(cls, algo: MATD3, batch: Batch) -> LearnInputs:
+        agents = algo.agents
+        obs_all = torch.cat([batch.obs[a] for a in agents], dim=1)
+        act_all = [batch.actions[a] for a in agents]
+        masks = [batch.alive[a] for a in agents]
+        return cls(batch, obs_all, act_all, torch.cat([obs_all, *act_all], dim=1), algo.td_targets(batch),
+                   masks, [m.sum().clamp(min=1.0) for m in masks])
+
+
 class MATD3:
     def __init__(self, spec: EnvSpec, hp: Hyperparams, sw: Switches, hidden: list[int],
                  activation: str, seed: int, device: torch.device | str = "cpu",
@@ -216,36 +238,36 @@ class MATD3:
         clipped and stepped on their own.
         """
         agents = self.agents
-        obs_all = torch.cat([batch.obs[a] for a in agents], dim=1)
-        act_all = [batch.actions[a] for a in agents]
-        targets = self.td_targets(batch)
-        critic_in = torch.cat([obs_all, *act_all], dim=1)
+        inputs = LearnInputs.of(self, batch)
         self.updates += 1
         update_actor = self.updates % self.sw.policy_delay == 0
-        # rows where an agent did not act (it left the episode) teach its networks nothing
-        masks = [batch.alive[a] for a in agents]
-        denoms = [m.sum().clamp(min=1.0) for m in masks]
-        critic_losses = []
-        for a, mask, denom in zip(agents, masks, denoms, strict=True):
-            y = targets[a]
-            critic_losses.append(torch.stack([(mask * (c(critic_in).squeeze(1) - y).pow(2)).sum()
-                                              for c in self.critics[a]]).sum() / denom)
+        critic_losses = [self.critic_loss(i, inputs) for i in range(len(agents))]
         self._step([self.critic_opts[a] for a in agents], critic_losses)
         metrics = {f"critic_loss/{a}": loss.item() for a, loss in zip(agents, critic_losses, strict=True)}
         if update_actor:
-            actor_losses = []
-            for i, a in enumerate(agents):
-                # the other agents' actions come from the buffer, as in MADDPG's policy gradient
-                act_i, raw = self._train_action(a, batch.obs[a])
-                joint = torch.cat([obs_all, *act_all[:i], act_i, *act_all[i + 1:]], dim=1)
-                q = self.critics[a][0](joint).squeeze(1)
-                actor_losses.append((-(masks[i] * q).sum()
-                                     + self.sw.action_reg * (masks[i] * raw.pow(2).mean(1)).sum()) / denoms[i])
+            actor_losses = [self.actor_loss(i, inputs) for i in range(len(agents))]
             self._step([self.actor_opts[a] for a in agents], actor_losses)
             self.actor_version += 1
             metrics.update({f"actor_loss/{a}": loss.item() for a, loss in zip(agents, actor_losses, strict=True)})
             self.update_targets()
         return metrics
+
+    def critic_loss(self, i: int, x: LearnInputs) -> torch.Tensor:
+        """Agent i's critics: masked mean squared TD error, summed over its critics."""
+        a = self.agents[i]
+        y, mask = x.targets[a], x.masks[i]
+        return torch.stack([(mask * (c(x.critic_in).squeeze(1) - y).pow(2)).sum()
+                            for c in self.critics[a]]).sum() / x.denoms[i]
+
+    def actor_loss(self, i: int, x: LearnInputs) -> torch.Tensor:
+        """Agent i's actor: -Q_i1 of its own (differentiable) action with the other agents'
+        actions from the buffer, as in MADDPG's policy gradient; plus a small penalty on its raw outputs."""
+        a = self.agents[i]
+        act_i, raw = self._train_action(a, x.batch.obs[a])
+        joint = torch.cat([x.obs_all, *x.act_all[:i], act_i, *x.act_all[i + 1:]], dim=1)
+        q = self.critics[a][0](joint).squeeze(1)
+        mask = x.masks[i]
+        return (-(mask * q).sum() + self.sw.action_reg * (mask * raw.pow(2).mean(1)).sum()) / x.denoms[i]
 
     def _step(self, opts: list[torch.optim.Optimizer], losses: list[torch.Tensor]) -> None:
         """One backward pass of all losses into the optimizers' parameters only, then clip and step each.
