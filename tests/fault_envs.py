@@ -13,30 +13,23 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo.utils.env import ParallelEnv
+
+from tests.toy_envs import MoverPicker
 
 
-class FaultEnv(ParallelEnv):
+class FaultEnv(MoverPicker):
     metadata = {"name": "fault_env", "is_parallelizable": True}
 
     def __init__(self, horizon: int = 10, crash_at: int | None = None, hang_at: int | None = None,
                  nan_at: int | None = None, drop_at: int | None = None, marker: str | None = None,
                  exit_at: int | None = None):
-        self.possible_agents = ["mover", "picker"]
+        super().__init__(
+            {"mover": spaces.Box(-10, 10, (3,), np.float32), "picker": spaces.Box(-10, 10, (2,), np.float32)},
+            {"mover": spaces.Box(0, 1, (2,), np.float32), "picker": spaces.Discrete(3)})
         self.horizon = horizon
         self.crash_at, self.hang_at, self.nan_at, self.exit_at = crash_at, hang_at, nan_at, exit_at
         self.drop_at, self.marker = drop_at, marker
-        self._obs = {"mover": spaces.Box(-10, 10, (3,), np.float32), "picker": spaces.Box(-10, 10, (2,), np.float32)}
-        self._act = {"mover": spaces.Box(0, 1, (2,), np.float32), "picker": spaces.Discrete(3)}
-        self.rng = np.random.default_rng()
         self.total = 0  # steps over this env's whole life
-        self.t = 0
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act[agent]
 
     def _fires(self, at: int | None) -> bool:
         if at is None or self.total != at:
@@ -52,13 +45,6 @@ class FaultEnv(ParallelEnv):
     def _observe(self) -> dict[str, np.ndarray]:
         o = {"mover": self.rng.normal(size=3).astype(np.float32), "picker": self.rng.normal(size=2).astype(np.float32)}
         return {a: o[a] for a in self.agents} if self.agents else o
-
-    def reset(self, seed: int | None = None, options: Any = None) -> tuple[dict, dict]:
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        self.agents = list(self.possible_agents)
-        self.t = 0
-        return self._observe(), {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         self.total += 1

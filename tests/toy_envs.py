@@ -9,22 +9,12 @@ from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
 
 
-class TargetGame(ParallelEnv):
-    """Heterogeneous agents, one-step episodes that *terminate*.
+class MoverPicker(ParallelEnv):
+    """Two agents, 'mover' and 'picker', with the given spaces; subclasses observe, step and pay."""
 
-    'mover' (continuous, Box[0,1]^2) is paid -sum((a - 0.7)^2); 'picker' (Discrete(4)) is paid 1
-    for action 2, else 0. The optimum is known: mover -> (0.7, 0.7), picker -> 2.
-    With ``horizon`` > 1 the episode instead *truncates* after that many steps.
-    """
-
-    metadata = {"name": "target_game", "is_parallelizable": True}
-
-    def __init__(self, horizon: int = 1, continuous_picker: bool = False):
+    def __init__(self, obs: dict[str, spaces.Space], act: dict[str, spaces.Space]):
         self.possible_agents = ["mover", "picker"]
-        self.horizon = horizon
-        self._obs = {"mover": spaces.Box(-1, 1, (3,), np.float32), "picker": spaces.Box(-1, 1, (2,), np.float32)}
-        self._act = {"mover": spaces.Box(0, 1, (2,), np.float32),
-                     "picker": spaces.Box(0, 1, (4,), np.float32) if continuous_picker else spaces.Discrete(4)}
+        self._obs, self._act = obs, act
         self.rng = np.random.default_rng()
         self.t = 0
 
@@ -35,9 +25,7 @@ class TargetGame(ParallelEnv):
         return self._act[agent]
 
     def _observe(self) -> dict[str, np.ndarray]:
-        noise = self.rng.uniform(-0.1, 0.1, 2).astype(np.float32)  # seeded: runs are reproducible
-        return {"mover": np.array([self.t / 10, *noise], np.float32),
-                "picker": np.full(2, self.t / 10, np.float32)}
+        raise NotImplementedError
 
     def reset(self, seed: int | None = None, options: Any = None) -> tuple[dict, dict]:
         if seed is not None:
@@ -45,6 +33,29 @@ class TargetGame(ParallelEnv):
         self.agents = list(self.possible_agents)
         self.t = 0
         return self._observe(), {a: {} for a in self.agents}
+
+
+class TargetGame(MoverPicker):
+    """Heterogeneous agents, one-step episodes that *terminate*.
+
+    'mover' (continuous, Box[0,1]^2) is paid -sum((a - 0.7)^2); 'picker' (Discrete(4)) is paid 1
+    for action 2, else 0. The optimum is known: mover -> (0.7, 0.7), picker -> 2.
+    With ``horizon`` > 1 the episode instead *truncates* after that many steps.
+    """
+
+    metadata = {"name": "target_game", "is_parallelizable": True}
+
+    def __init__(self, horizon: int = 1, continuous_picker: bool = False):
+        super().__init__(
+            {"mover": spaces.Box(-1, 1, (3,), np.float32), "picker": spaces.Box(-1, 1, (2,), np.float32)},
+            {"mover": spaces.Box(0, 1, (2,), np.float32),
+             "picker": spaces.Box(0, 1, (4,), np.float32) if continuous_picker else spaces.Discrete(4)})
+        self.horizon = horizon
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        noise = self.rng.uniform(-0.1, 0.1, 2).astype(np.float32)  # seeded: runs are reproducible
+        return {"mover": np.array([self.t / 10, *noise], np.float32),
+                "picker": np.full(2, self.t / 10, np.float32)}
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         self.t += 1
