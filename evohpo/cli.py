@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -54,6 +55,14 @@ def resolve_config(args: argparse.Namespace) -> tuple[C.Config, list[str]]:
     return C.load(layers), notes
 
 
+def clear_run_files(path: Path) -> None:
+    """Remove what a run writes into its directory (and nothing else)."""
+    for name in RUN_FILES:
+        (path / name).unlink(missing_ok=True)
+    for name in ("checkpoints", "wandb"):  # a replaced run's W&B files would sync as its own
+        shutil.rmtree(path / name, ignore_errors=True)
+
+
 def prepare_run_dir(path: Path, overwrite: bool) -> Path:
     if path.exists() and not path.is_dir():
         raise ConfigError(f"run directory {str(path)!r} exists and is not a directory")
@@ -61,9 +70,7 @@ def prepare_run_dir(path: Path, overwrite: bool) -> Path:
         if not overwrite:
             raise ConfigError(f"run directory {str(path)!r} already exists; choose another --run-dir, "
                               "or pass --overwrite to replace it")
-        for name in RUN_FILES:
-            (path / name).unlink(missing_ok=True)
-        shutil.rmtree(path / "checkpoints", ignore_errors=True)
+        clear_run_files(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
@@ -146,7 +153,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     if cfg.logging.wandb.mode != "disabled":
         from evohpo.wandb_logger import WandbLogger
 
-        loggers.append(WandbLogger(cfg, run_dir, resume=state is not None))
+        try:
+            loggers.append(WandbLogger(cfg, run_dir, resume=state is not None))
+        except EvohpoError:
+            if state is None:  # a new run that never started leaves no run directory behind
+                for logger in loggers:
+                    logger.close()
+                clear_run_files(run_dir)
+                with contextlib.suppress(OSError):
+                    run_dir.rmdir()
+            raise
     log = Loggers(loggers)
     for n in notes:
         log.message(n)

@@ -221,6 +221,21 @@ def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.
         WandbLogger(cfg, tmp_path)
     assert main(["train", *ARGS, "--run-dir", str(tmp_path / "r"), "--wandb"]) == 1
     assert "--wandb offline" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()  # nothing started: the same command can simply be run again
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("mine")
+    assert main(["train", *ARGS, "--run-dir", str(tmp_path / "kept"), "--overwrite", "--wandb"]) == 1
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]  # only the run's files go
+
+
+def test_overwrite_replaces_the_old_runs_wandb_files(tmp_path: Path) -> None:
+    run = tmp_path / "r"
+    assert main(["train", *ARGS, "--run-dir", str(run), "--wandb", "offline"]) == 0
+    old = {p.name for p in (run / "wandb").iterdir() if p.name.startswith("offline-run")}
+    assert len(old) == 1
+    assert main(["train", *ARGS, "--run-dir", str(run), "--wandb", "offline", "--overwrite"]) == 0
+    new = {p.name for p in (run / "wandb").iterdir() if p.name.startswith("offline-run")}
+    assert len(new) == 1 and new != old
 
 
 def test_wandb_config_is_validated() -> None:
