@@ -14,7 +14,7 @@ import numpy as np
 
 from evohpo.buffer import ReplayBuffer
 from evohpo.distributed import require_ray
-from evohpo.envs import VectorPool
+from evohpo.envs import StepResult, VectorPool
 
 if TYPE_CHECKING:
     from evohpo.distributed.driver import RayTrainer
@@ -45,6 +45,12 @@ class ActorPool(VectorPool):
     def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
         e = self.t.envs_per_actor  # env i of the pool gets seed + i, as in a local pool
         return self._obs(self.t.call_all("reset", lambda g: (None if seed is None else seed + g * e,)))
+
+    def step_async(self, actions: dict[str, np.ndarray]) -> None:
+        raise RuntimeError("the driver does not step the actors' envs: each actor steps its own")
+
+    def step_wait(self) -> StepResult:
+        raise RuntimeError("the driver does not step the actors' envs: each actor steps its own")
 
     def get_state(self) -> list[dict[str, Any]]:
         return [writable(st) for part in self.t.call_all("pool_state") for st in part]

@@ -8,6 +8,7 @@ a step returns two observation sets: ``next_obs`` (to store) and ``obs`` (to act
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -26,35 +27,38 @@ class StepResult(NamedTuple):
     done: np.ndarray                   # [n] bool: the episode ended and the env was reset
 
 
-class VectorPool:
+class VectorPool(abc.ABC):
     """Interface shared by the sync and async pools (``step_async`` then ``step_wait``)."""
 
     spec: EnvSpec
     num_envs: int
 
+    @abc.abstractmethod
     def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """Reset every env (env ``i`` with ``seed + i``); returns the first observations."""
 
+    @abc.abstractmethod
     def step_async(self, actions: dict[str, np.ndarray]) -> None:
-        raise NotImplementedError
+        """Send one action per env and agent; the envs step while the caller goes on."""
 
+    @abc.abstractmethod
     def step_wait(self) -> StepResult:
-        raise NotImplementedError
+        """The results of the step ``step_async`` started (finished envs already reset)."""
 
     def step(self, actions: dict[str, np.ndarray]) -> StepResult:
         self.step_async(actions)
         return self.step_wait()
 
+    @abc.abstractmethod
     def get_state(self) -> list[dict[str, Any]]:
         """Every env's state as plain data (for checkpoints); see :meth:`EnvSlots.get_state`."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def set_state(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
         """Rebuild the envs from :meth:`get_state`; returns the observations to act from."""
-        raise NotImplementedError
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - a hook: pools with workers or files release them here
+        """Release the envs' resources (processes, shared memory); nothing by default."""
 
     def __enter__(self) -> VectorPool:
         return self

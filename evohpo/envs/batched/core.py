@@ -12,6 +12,7 @@ Layout: entities are the agents followed by the landmarks, as in ``World.entitie
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -192,7 +193,7 @@ COMMON_KWARGS: dict[str, Any] = {"max_cycles": 25, "continuous_actions": False, 
                                  "dynamic_rescaling": True, "benchmark_data": False}
 
 
-class Scenario:
+class Scenario(abc.ABC):
     """One mpe2 scenario for ``n`` envs. Subclasses build the world and define reset,
     observations, rewards (and termination); this base decodes actions exactly as mpe2 does.
 
@@ -225,9 +226,11 @@ class Scenario:
         self._groups = self._action_groups()
 
     # ------------------------------------------------------------------ subclass interface
+    @abc.abstractmethod
     def build(self, kw: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Make ``self.agents`` and ``self.world`` (its bodies and their constant properties)."""
 
+    @abc.abstractmethod
     def reset(self, idx: np.ndarray, gens: Sequence[np.random.Generator]) -> None:
         """Start new episodes in the envs ``idx``; ``gens[k]`` is env ``idx[k]``'s generator.
 
@@ -235,21 +238,20 @@ class Scenario:
         mpe2's ``reset_world`` (see :func:`draw`), so a batched env and an mpe2 env reset
         with the same seed start from the same state.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def observe(self) -> dict[str, np.ndarray]:
         """Every agent's observation, [n, obs_dim] float32."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def rewards(self) -> dict[str, np.ndarray]:
         """Every agent's reward for the step just taken, [n] float64."""
-        raise NotImplementedError
 
     def terminal(self) -> np.ndarray | None:
         """[n] bool where the scenario ends the episode early; None where it never does."""
         return None
 
-    def post_step(self) -> None:
+    def post_step(self) -> None:  # noqa: B027 - a hook: most scenarios have nothing here
         """Scenario logic between physics and rewards (collect_treasure's pickups)."""
 
     def write_mpe2(self, i: int, env: Any) -> None:
