@@ -141,3 +141,22 @@ def test_one_pass_learning_equals_agent_by_agent(algo: str, discrete_listener: b
                 for p, q in zip(n.parameters(), r.parameters(), strict=True):
                     torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
     assert m.actor_version == ref.updates // sw.policy_delay
+
+
+def test_adam_falls_back_where_the_device_has_no_fused_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch before 2.4 refuses fused=True for CPU tensors: the optimizer is then the foreach form."""
+    from evohpo.algos import matd3
+
+    real = torch.optim.Adam
+
+    def no_fused(params, **kw):  # as torch 2.2-2.3 answers fused=True on the CPU
+        if kw.get("fused"):
+            raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of "
+                               "supported devices: ['cuda', 'xpu', 'privateuseone']")
+        return real(params, **kw)
+
+    monkeypatch.setattr(torch.optim, "Adam", no_fused)
+    opt = matd3.adam(MLP(3, 2, [4], "relu", torch.Generator().manual_seed(0)).parameters(), 1e-3,
+                     torch.device("cpu"))
+    assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
+    assert len(opt.param_groups[0]["params"]) == 4  # the parameters survived the failed first try

@@ -365,9 +365,15 @@ class MATD3:
 
 
 def adam(params: Any, lr: float, device: torch.device) -> torch.optim.Adam:
-    """Adam with its fused kernel where the device has one (one call per step, not one per tensor)."""
-    fused = True if device.type in ("cpu", "cuda") else None
-    return torch.optim.Adam(params, lr=lr, fused=fused)
+    """Adam with its fused kernel where the device has one (one call per step, not one per tensor);
+    torch before 2.4 has none for the CPU: there it takes the multi-tensor (foreach) form."""
+    params = list(params)
+    if device.type in ("cpu", "cuda"):
+        try:
+            return torch.optim.Adam(params, lr=lr, fused=True)
+        except RuntimeError:
+            pass
+    return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
 def _copy(net: MLP) -> MLP:
