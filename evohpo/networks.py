@@ -39,17 +39,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "relu": nn.ReLU,
-    "elu": nn.ELU,
-    "gelu": nn.GELU,
-    "tanh": nn.Tanh,
-    "leaky_relu": nn.LeakyReLU,
-    "silu": nn.SiLU,
-}
 LEAKY_SLOPE = 0.01  # nn.LeakyReLU's default negative slope
-# the same functions without a module call per use (the forward pass of small nets is call overhead)
-FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+# the activations by name, as functions (the forward pass of small nets is call overhead: no modules)
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
     "elu": F.elu,
     "gelu": F.gelu,
@@ -101,7 +93,6 @@ class MLP(nn.Module):
                 init_linear(layer, gen)  # type: ignore[arg-type]
             # a small output layer: actions start near the middle of their range, Q-values near 0
             init_linear(self.layers[-1], gen, out_scale)  # type: ignore[arg-type]
-        self.act = ACTIVATIONS[activation]()
 
     @classmethod
     def from_tensors(cls, in_dim: int, out_dim: int, hidden: list[int], activation: str,
@@ -114,7 +105,7 @@ class MLP(nn.Module):
         return net
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        fn, last = FUNCTIONS[self.activation], len(self.layers) - 1
+        fn, last = ACTIVATIONS[self.activation], len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             lin = cast(nn.Linear, layer)
             x = F.linear(x, lin.weight, lin.bias)
@@ -173,7 +164,7 @@ def numpy_activation(name: str, x: np.ndarray) -> np.ndarray:
         return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
     if name == "silu":
         return x / (1.0 + np.exp(-x))
-    return FUNCTIONS[name](torch.from_numpy(x)).numpy()  # gelu: erf, which numpy lacks
+    return ACTIVATIONS[name](torch.from_numpy(x)).numpy()  # gelu: erf, which numpy lacks
 
 
 def polyak_update(online: Iterable[torch.Tensor], target: Iterable[torch.Tensor], tau: float) -> None:

@@ -287,9 +287,6 @@ class Trainer:
                           f"evohpo train --resume{where}")
 
     # ----------------------------------------------------------------------------- helpers
-    def slot(self, j: int) -> slice:
-        return slice(j * self.k, (j + 1) * self.k)
-
     def act(self, obs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Each member acts, with exploration, on its own slice of the pool (all in one pass)."""
         env_act, stored = self.actor.act([m.algo for m in self.members], [m.rng for m in self.members],
@@ -410,7 +407,6 @@ class Trainer:
             records[-1].note = (records[-1].note + f"; parent fitness {fitness[p]:.3f}").lstrip("; ")
             new_members.append(child)
         self.members = new_members
-        self.actor.invalidate()  # new members, and weights changed outside learning
         return records
 
     def clone(self, parent: Member) -> Member:

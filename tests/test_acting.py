@@ -85,8 +85,6 @@ def test_population_acting_equals_member_by_member(discrete_listener: bool, nois
                 apply_edits(pop[3], "listener", "actor", [add_nodes(net, 0, 4, torch.Generator().manual_seed(1))])
             if step == 9:  # a clone replaces member 0
                 pop[0] = pop[1].clone(seed=5)
-        if step == 9:
-            actor.invalidate()
     assert actor.groups("listener", algos)[0][1] == [0, 1, 2]  # the shapes it grouped by
 
 

@@ -45,10 +45,11 @@ def explore(spec: EnvSpec, outs: dict[str, np.ndarray], parts: list[Part]) -> Ac
     """
     env_act: dict[str, np.ndarray] = {}
     store: dict[str, np.ndarray] = {}
+    explorers = [p for p in parts if p.rng is not None]
+    noisy = [p for p in explorers if p.algo.hp.expl_noise > 0]
     for a in spec.agents:
         s, out = spec[a], outs[a]
         n = out.shape[0]
-        explorers = [p for p in parts if p.rng is not None]
         if s.discrete:
             logits = out
             if explorers:
@@ -56,19 +57,16 @@ def explore(spec: EnvSpec, outs: dict[str, np.ndarray], parts: list[Part]) -> Ac
                 for p in explorers:
                     logits[p.rows] += p.rng.gumbel(size=logits[p.rows].shape)  # type: ignore[union-attr]
             idx = logits.argmax(axis=1)
-            for p in explorers:
-                eps = p.algo.hp.expl_noise
-                if eps > 0:
-                    k = idx[p.rows].shape[0]
-                    rand = p.rng.random(k) < eps  # type: ignore[union-attr]
-                    idx[p.rows] = np.where(rand, p.rng.integers(0, s.act_dim, k), idx[p.rows])  # type: ignore[union-attr]
+            for p in noisy:  # epsilon-random actions
+                k = idx[p.rows].shape[0]
+                rand = p.rng.random(k) < p.algo.hp.expl_noise  # type: ignore[union-attr]
+                idx[p.rows] = np.where(rand, p.rng.integers(0, s.act_dim, k), idx[p.rows])  # type: ignore[union-attr]
             env_act[a] = idx.astype(np.float32)[:, None]
             onehot = np.zeros((n, s.act_dim), np.float32)
             onehot[np.arange(n), idx] = 1.0
             store[a] = onehot
         else:
             act = squash(out, s.low, s.high)
-            noisy = [p for p in explorers if p.algo.hp.expl_noise > 0]
             if noisy:
                 noise = np.zeros_like(act)
                 for p in noisy:
@@ -121,15 +119,13 @@ class PopulationActor:
 
     Caches the stacked actor weights; a member's slice of them is refreshed when its
     ``actor_version`` moves (it learned, was loaded or its weights were mutated) and the stacks are
-    rebuilt when any member's actor is a different network (a new member, an architecture change).
+    rebuilt when any member's actor is a different network object (a new member or clone, an
+    architecture change): the cache holds the networks it stacked and compares by identity.
     """
 
     def __init__(self, spec: EnvSpec):
         self.spec = spec
         self._groups: dict[str, tuple[list[MLP], list[tuple[_Stack | None, list[int]]]]] = {}
-
-    def invalidate(self) -> None:
-        self._groups.clear()
 
     def act(self, algos: list[MATD3], rngs: list[np.random.Generator | None], obs: dict[str, np.ndarray],
             done: np.ndarray | None = None) -> Actions:
