@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
+from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches, optim
 from evohpo.algos.acting import PopulationActor
 from evohpo.algos.matd3 import LearnInputs
 from evohpo.buffer import ReplayBuffer
@@ -141,10 +141,68 @@ def test_one_pass_learning_equals_agent_by_agent(algo: str, discrete_listener: b
     assert m.actor_version == ref.updates // sw.policy_delay
 
 
+@pytest.mark.parametrize("algo", sorted(ALGOS))
+def test_direct_adam_step_is_bitwise_torchs(algo: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learner's direct clip and fused-Adam calls give exactly what p.grad, clip_grad_norm_ and
+    opt.step() give, in the weights and in Adam's moments and steps."""
+    spec = hetero_spec(discrete_listener=True)
+    sw = Switches(**{**ALGOS[algo], "max_grad_norm": 0.05})
+    m = MATD3(spec, HP, sw, [16, 16], "tanh", seed=0)
+    buf = ReplayBuffer(spec, 500)
+    fill(buf, spec, 300, np.random.default_rng(0))
+    m.learn(buf.sample(32, np.random.default_rng(99)))  # Adam's state exists from here on
+    ref = copy.deepcopy(m)  # its random stream too
+    calls = []
+    real_fused = torch._fused_adam_
+    monkeypatch.setattr(torch, "_fused_adam_", lambda *a, **k: (calls.append(1), real_fused(*a, **k))[1])
+    for i in range(5):
+        m.learn(buf.sample(32, np.random.default_rng(i)))
+    assert calls, "the direct path did not run"
+    def torch_step(opts, grads, max_norm):  # what the learner did before: torch's own calls
+        params = [p for opt in opts for p in opt.param_groups[0]["params"]]
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        for opt in opts:
+            torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], max_norm, foreach=True)
+            opt.step()
+
+    monkeypatch.setattr(optim, "step", torch_step)
+    for i in range(5):
+        ref.learn(buf.sample(32, np.random.default_rng(i)))
+    for a in spec.agents:
+        for opts in ("actor_opts", "critic_opts"):
+            o, r = getattr(m, opts)[a], getattr(ref, opts)[a]
+            for p, q in zip(o.param_groups[0]["params"], r.param_groups[0]["params"], strict=True):
+                assert torch.equal(p, q)
+                for key in ("exp_avg", "exp_avg_sq", "step"):
+                    assert torch.equal(o.state[p][key], r.state[q][key]), key
+    for p, q in zip(m.critic_targets[spec.agents[0]][0].parameters(),
+                    ref.critic_targets[spec.agents[0]][0].parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("which", ["actor", "critic"])
+def test_soft_updates_reach_the_networks_a_mutation_made(which: str) -> None:
+    """The target update keeps its parameter lists between updates: after an architecture change
+    the new target must still move toward the new online network, by exactly tau."""
+    spec = hetero_spec(discrete_listener=False)
+    m = MATD3(spec, HP, Switches(**ALGOS["maddpg"]), [16, 16], "relu", seed=0)
+    buf = ReplayBuffer(spec, 500)
+    fill(buf, spec, 300, np.random.default_rng(0))
+    m.learn(buf.sample(32, np.random.default_rng(1)))
+    nets = [m.actors["listener"]] if which == "actor" else m.critics["listener"]
+    apply_edits(m, "listener", which, [add_nodes(n, 0, 4, torch.Generator().manual_seed(1)) for n in nets])
+    online = m.actors["listener"] if which == "actor" else m.critics["listener"][0]
+    target = m.actor_targets["listener"] if which == "actor" else m.critic_targets["listener"][0]
+    before = [t.detach().clone() for t in target.parameters()]
+    m.learn(buf.sample(32, np.random.default_rng(2)))
+    for b, t, o in zip(before, target.parameters(), online.parameters(), strict=True):
+        torch.testing.assert_close(t, b + HP.tau * (o.detach() - b))
+        assert not torch.equal(t, b)
+
+
 def test_adam_falls_back_where_the_device_has_no_fused_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch before 2.4 refuses fused=True for CPU tensors: the optimizer is then the foreach form."""
-    from evohpo.algos import matd3
-
     real = torch.optim.Adam
 
     def no_fused(params, **kw):  # as torch 2.2-2.3 answers fused=True on the CPU
@@ -154,7 +212,7 @@ def test_adam_falls_back_where_the_device_has_no_fused_kernel(monkeypatch: pytes
         return real(params, **kw)
 
     monkeypatch.setattr(torch.optim, "Adam", no_fused)
-    opt = matd3.adam(MLP(3, 2, [4], "relu", torch.Generator().manual_seed(0)).parameters(), 1e-3,
+    opt = optim.adam(MLP(3, 2, [4], "relu", torch.Generator().manual_seed(0)).parameters(), 1e-3,
                      torch.device("cpu"))
     assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
     assert len(opt.param_groups[0]["params"]) == 4  # the parameters survived the failed first try

@@ -23,7 +23,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from evohpo.algos import optim
 from evohpo.algos.acting import Actions, Part, explore
+from evohpo.algos.optim import adam
 from evohpo.buffer import Batch
 from evohpo.envs.registry import EnvSpec
 from evohpo.networks import MLP, polyak_update
@@ -274,25 +276,31 @@ class MATD3:
 
         Other parameters get no gradient from these losses (the critics under an actor loss).
         """
-        groups = [opt.param_groups[0]["params"] for opt in opts]
-        params = [p for g in groups for p in g]
+        params = [p for opt in opts for p in opt.param_groups[0]["params"]]
         grads = torch.autograd.grad(torch.stack(losses).sum(), params, allow_unused=True)
-        for p, g in zip(params, grads, strict=True):
-            p.grad = g
-        for opt, group in zip(opts, groups, strict=True):
-            if self.sw.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(group, self.sw.max_grad_norm, foreach=True)
-            opt.step()
+        optim.step(opts, grads, self.sw.max_grad_norm)
 
     def update_targets(self) -> None:
-        online, target = [], []
+        polyak_update(*self._target_pairs(), self.hp.tau)
+
+    def _target_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Every online parameter and its target's, in matching order; kept while the networks are
+        the same objects (weights change in place; a mutation or a load of new shapes makes new ones)."""
+        nets: list[MLP] = []
         for a in self.agents:
-            online += list(self.actors[a].parameters())
-            target += list(self.actor_targets[a].parameters())
+            nets += [self.actors[a], self.actor_targets[a]]
             for c, t in zip(self.critics[a], self.critic_targets[a], strict=True):
-                online += list(c.parameters())
-                target += list(t.parameters())
-        polyak_update(online, target, self.hp.tau)
+                nets += [c, t]
+        cache = self.__dict__.get("_pairs")
+        if cache is not None and len(cache[0]) == len(nets) and all(
+                x is y for x, y in zip(cache[0], nets, strict=True)):
+            return cache[1]
+        online, target = [], []
+        for net, tgt in zip(nets[::2], nets[1::2], strict=True):
+            online += list(net.parameters())
+            target += list(tgt.parameters())
+        self.__dict__["_pairs"] = (nets, (online, target))
+        return online, target
 
     # ------------------------------------------------------------------ state
     def networks(self) -> dict[str, Any]:
@@ -362,18 +370,6 @@ class MATD3:
         other = copy.deepcopy(self)  # one memo: the copied optimizers point at the copied weights
         other.gen.manual_seed(seed)
         return other
-
-
-def adam(params: Any, lr: float, device: torch.device) -> torch.optim.Adam:
-    """Adam with its fused kernel where the device has one (one call per step, not one per tensor);
-    torch before 2.4 has none for the CPU: there it takes the multi-tensor (foreach) form."""
-    params = list(params)
-    if device.type in ("cpu", "cuda"):
-        try:
-            return torch.optim.Adam(params, lr=lr, fused=True)
-        except RuntimeError:
-            pass
-    return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
 def _copy(net: MLP) -> MLP:
