@@ -80,7 +80,7 @@ def step(opts: Sequence[torch.optim.Optimizer], grads: Sequence[torch.Tensor | N
             for p in params:
                 p.grad = None
             continue
-        lists = fused.setdefault(options + (params[0].device,), [[], [], [], [], []])
+        lists = fused.setdefault((*options, params[0].device), [[], [], [], [], []])
         for p, g in zip(params, gs, strict=True):
             s = opt.state[p]
             lists[0].append(p)
