@@ -295,7 +295,8 @@ class MATD3:
         if cache is not None and len(cache[0]) == len(nets) and all(
                 x is y for x, y in zip(cache[0], nets, strict=True)):
             return cache[1]
-        online, target = [], []
+        online: list[torch.Tensor] = []
+        target: list[torch.Tensor] = []
         for net, tgt in zip(nets[::2], nets[1::2], strict=True):
             online += list(net.parameters())
             target += list(tgt.parameters())

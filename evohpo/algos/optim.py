@@ -65,7 +65,7 @@ def step(opts: Sequence[torch.optim.Optimizer], grads: Sequence[torch.Tensor | N
     for params in groups:
         per_opt.append(list(grads[at:at + len(params)]))
         at += len(params)
-    fused: dict[tuple[Any, ...], list[list[Any]]] = {}
+    fused: dict[tuple[Any, ...], list[list[torch.Tensor]]] = {}
     for opt, params, gs in zip(opts, groups, per_opt, strict=True):
         options = _fused_options(opt)
         complete = all(g is not None for g in gs) and all(len(opt.state.get(p, ())) > 0 for p in params)
@@ -84,12 +84,12 @@ def step(opts: Sequence[torch.optim.Optimizer], grads: Sequence[torch.Tensor | N
         for p, g in zip(params, gs, strict=True):
             s = opt.state[p]
             lists[0].append(p)
-            lists[1].append(g)
+            lists[1].append(g)  # type: ignore[arg-type]  # complete: none is None
             lists[2].append(s["exp_avg"])
             lists[3].append(s["exp_avg_sq"])
             lists[4].append(s["step"])
     with torch.no_grad():
-        for (lr, beta1, beta2, wd, eps, _), (ps, gs, m1, m2, steps) in fused.items():
+        for (lr, beta1, beta2, wd, eps, _), (ps, grad_list, m1, m2, steps) in fused.items():
             torch._foreach_add_(steps, 1)
-            torch._fused_adam_(ps, gs, m1, m2, [], steps, amsgrad=False, lr=lr, beta1=beta1, beta2=beta2,
+            torch._fused_adam_(ps, grad_list, m1, m2, [], steps, amsgrad=False, lr=lr, beta1=beta1, beta2=beta2,
                                weight_decay=wd, eps=eps, maximize=False, grad_scale=None, found_inf=None)
