@@ -1,6 +1,6 @@
 """Side by side with AgileRL: its evolutionary MATD3 loop and ours on simple_speaker_listener.
 
-    python benchmarks/compare_agilerl.py [--steps 200000] [--seed 0] [--torch-threads 1] [--json out.json]
+    python benchmarks/compare_agilerl.py [--steps 200000] [--seed 0] [--torch-threads 1] [--our-envs 8] [--json out.json]
 
 Installs nothing: run it in an environment where agilerl is installed beside evohpo (see
 benchmarks/README.md). In one process, AgileRL trains first for ``--steps`` population env steps;
@@ -84,7 +84,7 @@ class _WallClock(Exception):
     pass
 
 
-def our_config(seed: int, torch_threads: int) -> Any:
+def our_config(seed: int, torch_threads: int, num_envs: int = NUM_ENVS) -> Any:
     from _common import preset_config
 
     from evohpo import config as C
@@ -103,7 +103,7 @@ def our_config(seed: int, torch_threads: int) -> Any:
             mutation["arch"] = {"layer_prob": 0.2}
     return preset_config("matd3", "simple_speaker_listener", {
         "seed": seed, "steps": 10**9, "device": "cpu", "torch_threads": torch_threads,
-        "env": {"kwargs": ENV_KW, "num_envs": NUM_ENVS, "backend": "batched", "pool": "sync"},
+        "env": {"kwargs": ENV_KW, "num_envs": num_envs, "backend": "batched", "pool": "sync"},
         "population": {"size": POP},
         "evolution": {"evo_steps": EVO_STEPS, "learning_delay": 0, "tournament_size": 2, "elitism": True},
         "algo": {"batch_size": BATCH, "learn_step": LEARN_STEP, "lr_actor": LR_ACTOR, "lr_critic": LR_CRITIC,
@@ -112,7 +112,7 @@ def our_config(seed: int, torch_threads: int) -> Any:
         "logging": {"console": False}})
 
 
-def run_ours(wall_s: float, seed: int, torch_threads: int) -> list[dict[str, float]]:
+def run_ours(wall_s: float, seed: int, torch_threads: int, num_envs: int = NUM_ENVS) -> list[dict[str, float]]:
     """Our loop, same settings, stopped at the first generation that ends after ``wall_s``."""
     from evohpo.loggers import Logger
     from evohpo.trainer import Trainer
@@ -129,7 +129,7 @@ def run_ours(wall_s: float, seed: int, torch_threads: int) -> list[dict[str, flo
             if rows[-1]["wall_s"] >= wall_s:
                 raise _WallClock
 
-    t = Trainer(our_config(seed, torch_threads), Rows())
+    t = Trainer(our_config(seed, torch_threads, num_envs), Rows())
     try:
         t.train()
     except _WallClock:
@@ -145,8 +145,10 @@ def best_by(rows: list[dict[str, float]], key: str, limit: float) -> float | Non
     return max(got) if got else None
 
 
-def rate(rows: list[dict[str, float]]) -> float:
-    return rows[-1]["env_steps"] / rows[-1]["wall_s"]
+def rate(rows: list[dict[str, float]], upto: float | None = None) -> float:
+    """Env steps/s over the whole run, or up to the first generation that reaches ``upto`` env steps."""
+    row = rows[-1] if upto is None else next((r for r in rows if r["env_steps"] >= upto), rows[-1])
+    return row["env_steps"] / row["wall_s"]
 
 
 def fmt(x: float | None) -> str:
@@ -156,6 +158,8 @@ def fmt(x: float | None) -> str:
 def report(agile: list[dict[str, float]], ours: list[dict[str, float]]) -> None:
     print(f"\nenv steps/s (whole loop, evaluation included): AgileRL {rate(agile):,.0f}, evohpo {rate(ours):,.0f}, "
           f"ratio {rate(ours) / rate(agile):.1f}x")
+    same = rate(ours, agile[-1]["env_steps"])
+    print(f"over the same {int(agile[-1]['env_steps']):,} env steps: evohpo {same:,.0f}, ratio {same / rate(agile):.1f}x")
     print("\nbest fitness so far at equal env steps (population env steps)")
     print(f"{'env steps':>10}{'AgileRL':>10}{'evohpo':>10}")
     for r in agile:
@@ -177,6 +181,9 @@ def main() -> None:
     ap.add_argument("--agilerl-threads", type=int, default=None,
                     help="torch threads while AgileRL runs (default: --torch-threads; 0: torch's default, "
                          "one per core, AgileRL's own set-up)")
+    ap.add_argument("--our-envs", type=int, default=NUM_ENVS,
+                    help="evohpo's pool size (AgileRL's members take turns on its 8 envs, ours share one "
+                         "pool: 32 gives each of our members 8 envs at a time, as each of AgileRL's has)")
     ap.add_argument("--json", help="also write both runs' rows here")
     args = ap.parse_args()
     try:
@@ -192,12 +199,13 @@ def main() -> None:
     agile = run_agilerl(args.steps, args.seed)
     print(f"load average {os.getloadavg()[0]:.1f} after AgileRL", flush=True)
     torch.set_num_threads(args.torch_threads)
-    ours = run_ours(agile[-1]["wall_s"], args.seed, args.torch_threads)
+    print(f"evohpo pool: {args.our_envs} envs ({args.our_envs // POP} per member)")
+    ours = run_ours(agile[-1]["wall_s"], args.seed, args.torch_threads, args.our_envs)
     print(f"load average {os.getloadavg()[0]:.1f} after evohpo")
     report(agile, ours)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"agilerl": agile, "evohpo": ours, "machine": machine(),
+            json.dump({"agilerl": agile, "evohpo": ours, "machine": machine(), "our_envs": args.our_envs,
                        "threads": {"agilerl": agile_threads, "evohpo": args.torch_threads}}, f, indent=1)
 
 
