@@ -25,7 +25,6 @@ import torch.nn.functional as F
 
 from evohpo.algos import optim
 from evohpo.algos.acting import Actions, Part, explore
-from evohpo.algos.optim import adam
 from evohpo.buffer import Batch
 from evohpo.envs.registry import EnvSpec
 from evohpo.networks import MLP, polyak_update
@@ -132,9 +131,9 @@ class MATD3:
                 c.to(self.device)
 
     def make_optimizers(self) -> None:
-        self.actor_opts = {a: adam(self.actors[a].parameters(), self.hp.lr_actor, self.device)
+        self.actor_opts = {a: optim.adam(self.actors[a].parameters(), self.hp.lr_actor, self.device)
                            for a in self.agents}
-        self.critic_opts = {a: adam([p for c in self.critics[a] for p in c.parameters()], self.hp.lr_critic,
+        self.critic_opts = {a: optim.adam([p for c in self.critics[a] for p in c.parameters()], self.hp.lr_critic,
                                     self.device) for a in self.agents}
 
     def set_hyperparams(self, **changes: Any) -> None:
