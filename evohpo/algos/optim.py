@@ -60,13 +60,11 @@ def step(opts: Sequence[torch.optim.Optimizer], grads: Sequence[torch.Tensor | N
     the same options share one fused Adam call: it works tensor by tensor, so grouping them
     changes nothing in the result.
     """
-    groups = [opt.param_groups[0]["params"] for opt in opts]
-    at, per_opt = 0, []
-    for params in groups:
-        per_opt.append(list(grads[at:at + len(params)]))
-        at += len(params)
     fused: dict[tuple[Any, ...], list[list[torch.Tensor]]] = {}
-    for opt, params, gs in zip(opts, groups, per_opt, strict=True):
+    at = 0
+    for opt in opts:
+        params = opt.param_groups[0]["params"]
+        gs, at = grads[at:at + len(params)], at + len(params)
         options = _fused_options(opt)
         complete = all(g is not None for g in gs) and all(len(opt.state.get(p, ())) > 0 for p in params)
         if max_norm is not None:
