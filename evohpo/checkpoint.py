@@ -106,16 +106,6 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any]
     return meta, obj.get("tensors", {})
 
 
-def rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    return dict(rng.bit_generator.state)
-
-
-def rng_from(state: dict[str, Any]) -> np.random.Generator:
-    bitgen = getattr(np.random, state["bit_generator"])()
-    bitgen.state = state
-    return np.random.Generator(bitgen)
-
-
 # ----------------------------------------------------------------------------- a run's state
 
 def run_files(run_dir: Path | None) -> dict[str, int]:
@@ -134,67 +124,3 @@ def truncate_run_files(run_dir: Path, sizes: dict[str, int]) -> None:
         if p.exists() and p.stat().st_size > size:
             with open(p, "r+b") as f:
                 f.truncate(size)
-
-
-def trainer_state(t: Any, with_buffer: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(meta, tensors) of everything a resumed trainer needs to continue exactly."""
-    from evohpo import __version__
-    from evohpo.config import to_dict
-
-    env_states = t.pool.get_state()
-    meta = {
-        "evohpo": __version__,
-        "config": to_dict(t.cfg),
-        "generation": t.generation, "env_steps": t.env_steps, "window_steps": t.window_steps,
-        "next_id": t.next_id, "best_ever": t.best_ever if np.isfinite(t.best_ever) else None,
-        "eval_rng": rng_state(t.eval_rng), "evo_rng": rng_state(t.evo_rng),
-        "members": [{"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps,
-                     "learn_acc": m.learn_acc, "fitness": m.fitness, "diverged": m.diverged,
-                     "diverged_why": m.diverged_why,
-                     "rng": rng_state(m.rng)} for m in t.members],
-        "loop": {"done": t.done.tolist(), "ep_return": t.ep_return.tolist(),
-                 "train_returns": t.train_returns, "loss_stats": t.loss_stats},
-        "files": run_files(t.run_dir),
-        "has_buffer": with_buffer, "restarts": t.restarts, "dropped": t.dropped,
-        "elapsed_s": t.elapsed(),
-    }
-    tensors = {
-        "members": [m.algo.state_dict() for m in t.members],
-        "obs": t.obs,
-        "pool": env_states,  # whatever the pool needs to rebuild its envs, as plain data
-        "buffer": t.buffer.state_dict() if with_buffer else {},
-    }
-    return meta, tensors
-
-
-def restore_trainer(t: Any, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
-    """Put a checkpoint's state into a freshly built trainer of the same config."""
-    from evohpo.algos import MATD3
-    from evohpo.population import Member, switches
-
-    sw = switches(t.cfg)
-    t.members = [
-        Member(id=m["id"], parent_id=m["parent_id"], algo=MATD3.from_state_dict(t.spec, sw, st, t.device),
-               rng=rng_from(m["rng"]), born=m["born"], steps=m["steps"], learn_acc=m["learn_acc"],
-               fitness=list(m["fitness"]), diverged=m["diverged"], diverged_why=m.get("diverged_why", ""))
-        for m, st in zip(meta["members"], tensors["members"], strict=True)]
-    t.generation, t.env_steps, t.window_steps = meta["generation"], meta["env_steps"], meta["window_steps"]
-    t.next_id = meta["next_id"]
-    t.restarts, t.dropped = meta.get("restarts", 0), meta.get("dropped", 0)
-    t.elapsed_before = float(meta.get("elapsed_s", 0.0))  # time/elapsed_s goes on from there
-    t.best_ever = -np.inf if meta["best_ever"] is None else meta["best_ever"]
-    t.eval_rng, t.evo_rng = rng_from(meta["eval_rng"]), rng_from(meta["evo_rng"])
-    loop = meta["loop"]
-    t.done = np.array(loop["done"], bool)
-    t.ep_return = np.array(loop["ep_return"], np.float64)
-    t.train_returns = list(loop["train_returns"])
-    t.loss_stats = [dict(s) for s in loop["loss_stats"]]
-    if meta["has_buffer"]:
-        t.buffer.load_state_dict(numpify(tensors["buffer"]))
-    t.pool.reset(seed=t.pool_seed)
-    t.obs = t.pool.set_state(numpify(tensors["pool"]))
-    saved_obs = numpify(tensors["obs"])
-    for a, o in saved_obs.items():  # the rebuilt envs must show what the saved run saw
-        if not np.array_equal(t.obs[a], o):
-            raise CheckpointError(f"the envs could not be rebuilt exactly from the checkpoint (agent {a!r} "
-                                  "observes something else); was the env or its version changed?")

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import shutil
 import sys
-import time
 from pathlib import Path
-from typing import Any, NoReturn
-
-import numpy as np
+from typing import NoReturn
 
 from evohpo import config as C
+from evohpo.api import CONFIG_DIR, preset_path  # noqa: F401 (benchmarks and scripts use them)
 from evohpo.errors import ConfigError, EvohpoError
-
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "system.jsonl", "report.html")
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,166 +18,33 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"evohpo: error: {message} (see '{self.prog} --help')\n")
 
 
-def preset_path(algo: str, env: str) -> Path:
-    """configs/<algo>_<env without 'simple_'>.yaml: the shipped defaults for that pair."""
-    return CONFIG_DIR / f"{algo}_{env.removeprefix('simple_')}.yaml"
-
-
-def resolve_config(args: argparse.Namespace) -> tuple[C.Config, list[str]]:
-    """Layers, later wins: defaults < shipped preset < --config < --algo/--env < --set < --steps/--seed."""
-    layers: list[dict[str, Any]] = []
-    notes = []
-    user: dict[str, Any] = C.read_yaml(args.config) if args.config else {}
-    algo = args.algo or user.get("algo", {}).get("name") or C.AlgoConfig.name
-    env = args.env or user.get("env", {}).get("name") or C.EnvConfig.name
-    preset = preset_path(str(algo), str(env))
-    if not args.config and preset.is_file():
-        layers.append(C.read_yaml(preset))
-        notes.append(f"defaults from {preset}")
-    layers.append(user)
-    if args.algo:
-        layers.append({"algo": {"name": args.algo}})
-    if args.env:
-        layers.append({"env": {"name": args.env}})
-    for text in args.set or []:
-        layers.append(C.parse_override(text))
-    if args.steps is not None:
-        layers.append({"steps": args.steps})
-    if args.seed is not None:
-        layers.append({"seed": args.seed})
-    return C.load(layers), notes
-
-
-def clear_run_files(path: Path) -> None:
-    """Remove what a run writes into its directory (and nothing else)."""
-    for name in RUN_FILES:
-        (path / name).unlink(missing_ok=True)
-    for name in ("checkpoints", "wandb"):  # a replaced run's W&B files would sync as its own
-        shutil.rmtree(path / name, ignore_errors=True)
-
-
-def prepare_run_dir(path: Path, overwrite: bool) -> Path:
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"run directory {str(path)!r} exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()):
-        if not overwrite:
-            raise ConfigError(f"run directory {str(path)!r} already exists; choose another --run-dir, "
-                              "or pass --overwrite to replace it")
-        clear_run_files(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError(f"run directory {str(path)!r} is not writable: {e.strerror or e}") from None
-    return path
-
-
-def default_run_dir(cfg: C.Config) -> Path:
-    env = cfg.env.name.replace(":", "_").replace("/", "_").replace(".", "_")
-    return Path("runs") / f"{env}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def resume_config(args: argparse.Namespace) -> tuple[Path, C.Config]:
-    """The run's own resolved config; only the budget may change on resume."""
-    from evohpo.playback import run_config
-
-    fixed = [flag for flag, v in (("--algo", args.algo), ("--env", args.env), ("--config", args.config),
-                                  ("--set", args.set), ("--seed", args.seed), ("--run-dir", args.run_dir))
-             if v]
-    if fixed:
-        raise ConfigError(f"--resume continues a run with its own config; {', '.join(fixed)} cannot change "
-                          "it (only --steps can, to extend the budget)")
-    run_dir = Path(args.resume)
-    cfg = run_config(run_dir)
-    if args.steps is not None:
-        cfg = C.load([C.to_dict(cfg), {"steps": args.steps}])
-    return run_dir, cfg
-
-
-def with_backend(cfg: C.Config, args: argparse.Namespace) -> C.Config:
-    """--backend / --ray-address over the config (also on --resume: where a run trains is not its config)."""
-    if not (args.backend or args.ray_address):
-        return cfg
-    d: dict[str, Any] = {"backend": args.backend or "ray"}
-    if args.ray_address:
-        d["address"] = args.ray_address
-    return C.load([C.to_dict(cfg), {"distributed": d}])
-
-
 def cmd_train(args: argparse.Namespace) -> int:
-    from evohpo import checkpoint
-    from evohpo.distributed import trainer_class
-    from evohpo.loggers import ConsoleLogger, JsonlLogger, Logger, Loggers, atomic_write_text
+    from evohpo import api
 
-    notes: list[str] = []
-    state = None
     if args.resume:
-        run_dir, cfg = resume_config(args)
-        cfg = with_backend(cfg, args)
-        trainer_cls = trainer_class(cfg)
-        state = checkpoint.load(run_dir / "checkpoints" / "latest.pt")
-        meta = state[0]
-        if cfg.steps <= meta["env_steps"]:
-            raise ConfigError(f"the run already has {meta['env_steps']:,} env steps; pass --steps N with N "
-                              f"above that to extend its budget (it was {cfg.steps:,})")
-        checkpoint.truncate_run_files(run_dir, meta["files"])
-        notes.append(f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps")
+        fixed = [flag for flag, v in (("--algo", args.algo), ("--env", args.env),
+                                      ("--config", args.config), ("--set", args.set),
+                                      ("--seed", args.seed), ("--run-dir", args.run_dir)) if v]
+        if fixed:
+            raise ConfigError(f"--resume continues a run with its own config; {', '.join(fixed)} "
+                              "cannot change it (only --steps can, to extend the budget)")
+        result = api.resume(args.resume, steps=args.steps, quiet=args.quiet, wandb=args.wandb,
+                            backend=args.backend, address=args.ray_address)
     else:
-        from evohpo.envs import probe
-
-        cfg, notes = resolve_config(args)
-        cfg = with_backend(cfg, args)
-        trainer_cls = trainer_class(cfg)  # Ray asked for but missing: said before a run directory appears
-        from evohpo.trainer import check_memory
-
-        # a bad env or an impossible buffer is refused before a run directory appears
-        check_memory(probe(cfg.env.name, cfg.env.kwargs), cfg.buffer.capacity)
-        run_dir = prepare_run_dir(Path(args.run_dir) if args.run_dir else default_run_dir(cfg), args.overwrite)
-    if args.wandb:
-        cfg = C.load([C.to_dict(cfg), {"logging": {"wandb": {"mode": args.wandb}}}])
-    atomic_write_text(run_dir / "config.yaml", C.dump(cfg))
-    loggers: list[Logger] = []
-    if cfg.logging.jsonl:
-        loggers.append(JsonlLogger(run_dir))
-    if cfg.logging.console and not args.quiet:
-        loggers.append(ConsoleLogger(cfg.steps, initial=state[0]["env_steps"] if state else 0))
-    if cfg.logging.wandb.mode != "disabled":
-        from evohpo.wandb_logger import WandbLogger
-
-        try:
-            loggers.append(WandbLogger(cfg, run_dir, resume=state is not None))
-        except EvohpoError:
-            if state is None:  # a new run that never started leaves no run directory behind
-                for logger in loggers:
-                    logger.close()
-                clear_run_files(run_dir)
-                with contextlib.suppress(OSError):
-                    run_dir.rmdir()
-            raise
-    log = Loggers(loggers)
-    for n in notes:
-        log.message(n)
-    log.message(f"run directory: {run_dir}")
-    trainer = None
-    try:
-        trainer = trainer_cls(cfg, log, run_dir)
-        if state:
-            checkpoint.restore_trainer(trainer, *state)
-        summary = trainer.train()
-    finally:
-        if trainer is not None:
-            trainer.close()
-        log.close()
-    print(f"done: {summary['generations']} generations, {summary['env_steps']:,} env steps in "
-          f"{summary['wall_s']:.0f}s; final best fitness {summary['best_fitness']:.2f} "
-          f"(member {summary['best_member']}), best ever {summary['best_ever']:.2f}; run in {run_dir}")
+        cfg, notes = api.resolve(args.config, algo=args.algo, env=args.env, steps=args.steps,
+                                 seed=args.seed, overrides=args.set or [])
+        cfg = api.with_settings(cfg, args.backend, args.ray_address)
+        result = api.train(cfg, run_dir=args.run_dir, overwrite=args.overwrite, quiet=args.quiet,
+                           wandb=args.wandb, notes=notes)
+    s = result.summary
+    print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps in "
+          f"{s['wall_s']:.0f}s; final best fitness {s['best_fitness']:.2f} "
+          f"(member {s['best_member']}), best ever {s['best_ever']:.2f}; run in {result.run_dir}")
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evohpo import playback
+    from evohpo import play, playback
 
     run_dir = Path(args.run)
     cfg, spec, algo, info = playback.load_member(run_dir, args.member)
@@ -194,9 +54,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if frames:
             print(f"wrote {args.render} ({frames} frames)")
         return 0
-    returns = playback.evaluate(cfg, algo, episodes, args.seed)
-    agents = cfg.eval.fitness_agents or list(spec.agents)
-    total = np.sum([returns[a] for a in agents], axis=0)
+    returns = play.play(cfg, algo, spec, episodes, args.seed)
+    agents = play.fitness_agents(cfg.eval.fitness_agents, spec)
+    total = play.episode_totals(returns, agents)
     print(f"member {info.get('id')} of {run_dir} on {cfg.env.name}: {episodes} episodes, seed {args.seed}")
     for a in spec.agents:
         print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")

@@ -14,7 +14,7 @@ from torch import nn
 from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.algos import MATD3
-from evohpo.envs import make_env, make_pool, probe
+from evohpo.envs import make_env, probe
 from evohpo.envs.registry import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
 
@@ -60,17 +60,6 @@ def load_member(run_dir: Path, which: str = "best") -> tuple[C.Config, EnvSpec, 
         state, info = found
     algo = MATD3.from_state_dict(spec, switches(cfg), state, "cpu")
     return cfg, spec, algo, info
-
-
-def evaluate(cfg: C.Config, algo: MATD3, episodes: int, seed: int) -> dict[str, np.ndarray]:
-    """Per-agent returns of ``episodes`` complete noise-free episodes (as the trainer measures fitness)."""
-    from evohpo.trainer import episode_returns
-
-    pool = make_pool(cfg.env.name, cfg.env.kwargs, episodes, "sync", algo.spec, backend=cfg.env.backend)
-    try:
-        return episode_returns(algo, pool, seed)
-    finally:
-        pool.close()
 
 
 def render(cfg: C.Config, algo: MATD3, target: str, seed: int) -> int:

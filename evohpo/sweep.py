@@ -26,6 +26,7 @@ import functools
 import itertools
 import json
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from typing import Any
 import yaml
 
 from evohpo import config as C
-from evohpo.errors import ConfigError
+from evohpo.errors import ConfigError, EvohpoError
 
 SWEEP_KEYS = ("name", "description", "base", "set", "steps", "seeds", "variants", "grid", "out_dir")
 
@@ -81,7 +82,7 @@ def expand(d: Any, where: str) -> dict[str, Any]:
 
 def base_config(base: str | None, sweep_file: Path) -> dict[str, Any]:
     """A shipped preset name (configs/<name>.yaml) or a config file (relative to the sweep file)."""
-    from evohpo.cli import CONFIG_DIR
+    from evohpo.api import CONFIG_DIR
 
     if not base:
         return {}
@@ -171,23 +172,29 @@ def status(job: Job) -> str:
 
 
 def run_job(job: Job, quiet: bool = False, overwrite: bool = False) -> dict[str, Any]:
-    """Run one job exactly as ``evohpo train`` would (same entry point, in this process)."""
-    from evohpo.cli import main
+    """Run one job exactly as ``evohpo train --config`` would (same code, in this process)."""
+    from evohpo import api
     from evohpo.loggers import atomic_write_text
 
     state = "new" if overwrite else status(job)
     t0 = time.perf_counter()
-    if state == "done":
-        rc = 0
-    else:
+    rc = 0
+    if state != "done":
         job.config_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(job.config_file, yaml.safe_dump(job.config, sort_keys=False))
-        if state == "resume":
-            argv = ["train", "--resume", str(job.run_dir), "--steps", str(job.config["steps"])]
-        else:
-            argv = ["train", "--config", str(job.config_file), "--run-dir", str(job.run_dir)]
-            argv += ["--overwrite"] if state == "restart" or overwrite else []
-        rc = main(argv + (["--quiet"] if quiet else []))
+        try:
+            if state == "resume":
+                api.resume(job.run_dir, steps=job.config["steps"], quiet=quiet)
+            else:
+                cfg, notes = api.resolve(job.config_file)
+                api.train(cfg, run_dir=job.run_dir, quiet=quiet, notes=notes,
+                          overwrite=state == "restart" or overwrite)
+        except EvohpoError as e:
+            print(f"evohpo: error: {e}", file=sys.stderr)
+            rc = e.exit_code
+        except KeyboardInterrupt:
+            print("evohpo: interrupted", file=sys.stderr)
+            rc = 130
     return {"job": job.name, "variant": job.variant, "seed": job.seed, "run_dir": str(job.run_dir),
             "state": state, "rc": rc, "wall_s": round(time.perf_counter() - t0, 1)}
 
@@ -221,7 +228,7 @@ def runner(args: argparse.Namespace, sw: Sweep) -> Callable[..., list[dict[str, 
     require_ray()
     from evohpo.distributed.tasks import run_ray
 
-    return functools.partial(run_ray, address=args.ray_address)
+    return functools.partial(run_ray, run_job, address=args.ray_address)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

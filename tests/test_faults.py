@@ -206,13 +206,13 @@ class PoisonAfterFirstWindow(Trainer):
         super().__init__(*a, **kw)
         self.victims, self.poisoned = victims, False
 
-    def step(self) -> None:
+    def collect(self) -> None:
         if self.generation == 1 and not self.poisoned:
             for slot in self.victims:
                 for p in self.members[slot].algo.actors["mover"].parameters():
                     p.data.fill_(float("nan"))
             self.poisoned = True
-        super().step()
+        super().collect()
 
 
 def test_diverged_member_is_replaced_and_training_goes_on() -> None:
@@ -250,7 +250,7 @@ def test_every_member_diverged_stops_and_keeps_last_good_checkpoint(tmp_path: Pa
 
 def test_buffer_too_big_for_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("evohpo.trainer.available_memory", lambda: 50 * 2**20)
+    monkeypatch.setattr("evohpo.runtime.local.available_memory", lambda: 50 * 2**20)
     err = cli_error(["train", "--run-dir", str(tmp_path / "r"), "--set", "buffer.capacity=2000000"], capsys)
     assert "'buffer.capacity': 2,000,000 transitions need" in err and "lower buffer.capacity" in err
 

@@ -22,8 +22,9 @@ from evohpo import checkpoint  # noqa: E402
 from evohpo import config as C  # noqa: E402
 from evohpo.cli import main  # noqa: E402
 from evohpo.distributed import ActorLost  # noqa: E402
-from evohpo.distributed.driver import RayTrainer  # noqa: E402
+from evohpo.distributed.driver import RayRuntime  # noqa: E402
 from evohpo.loggers import JsonlLogger  # noqa: E402
+from evohpo.runtime.local import LocalRuntime  # noqa: E402
 from evohpo.trainer import Trainer  # noqa: E402
 from tests.test_trainer import TINY, read_jsonl, strip_time  # noqa: E402
 
@@ -39,10 +40,10 @@ def ray_cfg(actors: int, **over: Any) -> C.Config:
     return C.load([TINY, {"steps": 96, "distributed": {"backend": "ray", "num_actors": actors}}, over])
 
 
-def run(cls: type, cfg: C.Config, d: Path) -> tuple[dict[str, Any], list[dict], list[dict]]:
+def run(runtime: type, cfg: C.Config, d: Path) -> tuple[dict[str, Any], list[dict], list[dict]]:
     d.mkdir(parents=True, exist_ok=True)
     log = JsonlLogger(d)
-    t = cls(cfg, log, d)
+    t = Trainer(cfg, log, d, runtime)
     try:
         summary = t.train()
     finally:
@@ -53,8 +54,8 @@ def run(cls: type, cfg: C.Config, d: Path) -> tuple[dict[str, Any], list[dict], 
 
 def test_one_actor_repeats_a_local_run_exactly(tmp_path: Path) -> None:
     cfg = ray_cfg(1)
-    _, m_local, l_local = run(Trainer, cfg, tmp_path / "local")
-    summary, m_ray, l_ray = run(RayTrainer, cfg, tmp_path / "ray")
+    _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
+    summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
     assert summary["actors"] == 1 and any(k.endswith("critic_loss") for k in m_ray[-1])  # members learned
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
 
@@ -63,8 +64,8 @@ def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) ->
     # the slots, env seeds, evaluation and evolution line up with the local run's; only learning
     # differs (an actor sees the other's experience at the window's end)
     cfg = ray_cfg(2, evolution={"learning_delay": 10_000})
-    _, m_local, l_local = run(Trainer, cfg, tmp_path / "local")
-    summary, m_ray, l_ray = run(RayTrainer, cfg, tmp_path / "ray")
+    _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
+    summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
     assert summary["actors"] == 2 and summary["shared_bytes"] == 96 * 168  # every row, to the other actor
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
 
@@ -98,13 +99,13 @@ def test_ray_run_leaves_the_files_and_keys_of_a_local_run_and_resumes_on_either(
         assert [m["env_steps"] for m in read_jsonl(d / "metrics.jsonl")] == [32, 64, 96]
 
 
-class KillsAnActor(RayTrainer):
+class KillsAnActor(RayRuntime):
     """Kills actor 1 while it runs generation 1's window (the test hook)."""
 
     killed = False
 
-    def dispatch(self, n: int) -> list[Any]:
-        calls = super().dispatch(n)
+    def dispatch(self, n: int, env_steps: int) -> list[Any]:
+        calls = super().dispatch(n, env_steps)
         if self.generation == 1 and not self.killed:
             self.killed = True
             time.sleep(0.05)
@@ -126,9 +127,10 @@ def kill_and_wait(actor: Any) -> None:
 
 def test_a_killed_actor_is_recreated_and_the_run_goes_on(tmp_path: Path) -> None:
     log = JsonlLogger(tmp_path)
-    t = KillsAnActor(ray_cfg(2, steps=128), log, tmp_path)
+    trainer = Trainer(ray_cfg(2, steps=128), log, tmp_path, KillsAnActor)
+    t = trainer.runtime
     try:
-        summary = t.train()
+        summary = trainer.train()
         assert summary["actor_restarts"] == 1
         metrics, lineage = read_jsonl(tmp_path / "metrics.jsonl"), read_jsonl(tmp_path / "lineage.jsonl")
         assert [m["env_steps"] for m in metrics] == [32, 64, 96, 128]

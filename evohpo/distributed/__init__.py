@@ -9,9 +9,10 @@ What runs where:
   evaluates its members on its own evaluation envs. Actors ask Ray for
   ``distributed.cpus_per_actor`` CPUs and ``distributed.gpus_per_actor`` GPUs (a fraction
   shares a GPU between actors; null shares the cluster's GPUs evenly).
-* **The driver** (:class:`~evohpo.distributed.driver.RayTrainer`, a subclass of the local
-  ``Trainer``) keeps the books: the loop, evaluation seeds, selection and mutation (the local
-  ``Trainer.evolve``), logging, lineage and checkpoints (the local format). Weights, optimizer
+* **The driver** runs the trainer's own loop with the Ray runtime
+  (:class:`~evohpo.distributed.driver.RayRuntime`) in place of the local one, and keeps the
+  books: evaluation seeds, selection and mutation, logging, lineage and checkpoints (the local
+  format). Weights, optimizer
   state and random generators travel as state dicts through Ray's object store.
 * **Experience** is shared every window: each actor returns the transitions it stored in the
   window as one block of rows, and every other actor appends them to its replay copy. The rows
@@ -47,20 +48,6 @@ def require_ray() -> ModuleType:
     except ImportError:
         raise ConfigError(f"config key 'distributed.backend': 'ray' asked for, but {INSTALL}") from None
     return ray
-
-
-def trainer_class(cfg: Any) -> type:
-    """The trainer for ``distributed.backend``: the local Trainer, or RayTrainer (Ray and the cluster's
-    address checked first, so that a bad one is refused before a run directory appears)."""
-    if cfg.distributed.backend == "ray":
-        require_ray()
-        check_address(cfg.distributed.address)
-        from evohpo.distributed.driver import RayTrainer
-
-        return RayTrainer
-    from evohpo.trainer import Trainer
-
-    return Trainer
 
 
 def connect(address: str | None) -> bool:
@@ -141,5 +128,4 @@ def resolve_resources(cfg: Any, resources: dict[str, float]) -> tuple[int, float
     return n, ask
 
 
-__all__ = ["INSTALL", "ActorLost", "check_address", "connect", "require_ray", "resolve_resources",
-           "trainer_class"]
+__all__ = ["INSTALL", "ActorLost", "check_address", "connect", "require_ray", "resolve_resources"]

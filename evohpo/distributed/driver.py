@@ -1,12 +1,10 @@
-"""The driver of a Ray run: the local Trainer's loop, with the members' work done in actors.
+"""The Ray runtime: the members' work done in actors, the books kept by the driver.
 
-``RayTrainer`` subclasses :class:`~evohpo.trainer.Trainer` and keeps its loop (``train``),
-selection and mutation (``evolve``), logging (``log_generation``) and checkpoints as they are.
-It replaces three things: ``step`` runs a whole window (or what is left of the budget) in every
-actor at once, then shares the new experience; ``evaluate_members`` evaluates in the actors in
-parallel; and ``pool`` / ``buffer`` are views of the actors' envs and replay copies, so that
-:mod:`evohpo.checkpoint` saves and restores a Ray run in the local format. A checkpoint of
-either backend resumes on the other.
+``RayRuntime`` is the second :class:`~evohpo.runtime.Runtime`: the trainer's loop, selection,
+mutation, logging and checkpoints are the same as a local run's. It collects a window (or what
+is left of the budget) in every actor at once, then shares the new experience; evaluates in the
+actors in parallel; and saves and restores the actors' envs and replay copies in the local
+checkpoint format. A checkpoint of either runtime resumes on the other.
 
 Slots are laid out as in a local run: actor ``g`` holds member slots ``g*m .. (g+1)*m - 1``
 (``m = population.size / num_actors``) and envs ``g*e .. (g+1)*e - 1`` of the pool, each env
@@ -27,19 +25,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.distributed import ActorLost, connect, require_ray, resolve_resources
 from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state
-from evohpo.distributed.views import ActorPool, SharedReplay
-from evohpo.envs import VectorPool
+from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolution import MutationRecord
 from evohpo.loggers import Logger
-from evohpo.population import Member
-from evohpo.trainer import Trainer
+from evohpo.play import Score
+from evohpo.population import Member, rng_from
+from evohpo.runtime import Runtime
 
 
 def first_line(e: BaseException) -> str:
@@ -47,27 +46,40 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0][:160] if text else type(e).__name__
 
 
-class RayTrainer(Trainer):
-    def __init__(self, cfg: C.Config, logger: Logger | None = None, run_dir: Path | None = None):
+def writable(obj: Any) -> Any:
+    """Copies of the read-only arrays Ray hands out (zero-copy views of its object store)."""
+    if isinstance(obj, np.ndarray):
+        return obj if obj.flags.writeable else obj.copy()
+    if isinstance(obj, dict):
+        return {k: writable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [writable(v) for v in obj]
+    return obj
+
+
+class RayRuntime(Runtime):
+    def __init__(self, cfg: C.Config, spec: EnvSpec, log: Logger, pool_seed: int,
+                 fitness_agents: list[str], run_dir: Path | None = None):
         self.ray = require_ray()
         d = cfg.distributed
         if cfg.device.startswith("cuda:"):
-            raise ConfigError(f"config key 'device': {cfg.device!r} names a GPU, but Ray gives each actor its own "
-                              "share of a GPU; use 'auto' or 'cuda' with distributed.gpus_per_actor")
+            raise ConfigError(f"config key 'device': {cfg.device!r} names a GPU, but Ray gives each "
+                              "actor its own share of a GPU; use 'auto' or 'cuda' with "
+                              "distributed.gpus_per_actor")
+        super().__init__(cfg, spec, log, pool_seed, fitness_agents, run_dir)
+        self.device = torch.device("cpu")  # the driver only selects, mutates and saves members
         self.owns_ray = connect(d.address)
         self.actors: list[Any] = []
         try:
             self.num_actors, self.gpus = resolve_resources(cfg, self.ray.cluster_resources())
-            # the driver holds members on the CPU: it only selects, mutates and saves them
-            super().__init__(C.load([C.to_dict(cfg), {"device": "cpu"}]), logger, run_dir)
-            self.cfg = cfg
             self.per_actor = cfg.population.size // self.num_actors
             self.envs_per_actor = cfg.env.num_envs // self.num_actors
             self.group_cfg = C.to_dict(group_config(cfg, self.num_actors, self.gpus))
-            self.buffer = SharedReplay(self)  # type: ignore[assignment]
             self.actor_restarts = 0
-            self.placed: list[Member | None] = [None] * cfg.population.size  # what each actor slot holds
-            self.timing = {"collect": 0.0, "share": 0.0, "sync": 0.0, "evaluate": 0.0, "recover": 0.0}
+            self.generation = 0  # of the window being collected (for lineage records)
+            self.placed: list[Member | None] = [None] * cfg.population.size  # each slot's member
+            self.timing = {"collect": 0.0, "share": 0.0, "sync": 0.0, "evaluate": 0.0,
+                           "recover": 0.0}
             self.shared_bytes = 0
             self.device_gens: dict[int, Any] = {}  # members' torch generator states on GPU actors
             self.actors = [self.spawn(g) for g in range(self.num_actors)]
@@ -77,9 +89,6 @@ class RayTrainer(Trainer):
             raise
 
     # ----------------------------------------------------------------------------- actors
-    def make_train_pool(self) -> VectorPool:
-        return ActorPool(self)
-
     def spawn(self, g: int) -> Any:
         d = self.cfg.distributed
         cls = self.ray.remote(MemberGroup).options(
@@ -125,33 +134,34 @@ class RayTrainer(Trainer):
             raise
 
     # ----------------------------------------------------------------------------- the loop
-    def train(self) -> dict[str, Any]:
+    def start(self) -> None:
         d, n = self.cfg.distributed, self.num_actors
         hosts = sorted({i["host"] for i in self.infos})
-        self.log.message(f"ray: {n} actor(s) x {self.per_actor} member(s), {self.envs_per_actor} env(s) each, on "
-                         f"{len(hosts)} node(s); {d.cpus_per_actor:g} CPUs"
+        self.log.message(f"ray: {n} actor(s) x {self.per_actor} member(s), {self.envs_per_actor} "
+                         f"env(s) each, on {len(hosts)} node(s); {d.cpus_per_actor:g} CPUs"
                          f"{f', {self.gpus:g} GPUs' if self.gpus else ''} per actor, "
                          f"members on {self.infos[0]['device']}")
         window = self.cfg.evolution.evo_steps * self.cfg.population.size
-        self.log.message(f"ray: experience sharing moves ~{human_bytes(window * self.row_bytes * (n - 1))} per "
-                         f"window ({window:,} transitions x {self.row_bytes} B x {n - 1} other actors); "
-                         f"every actor keeps a {human_bytes(self.buffer.nbytes)} replay copy")
+        nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity)
+        self.log.message(f"ray: experience sharing moves ~"
+                         f"{human_bytes(window * self.row_bytes * (n - 1))} per window ({window:,} "
+                         f"transitions x {self.row_bytes} B x {n - 1} other actors); every actor "
+                         f"keeps a {human_bytes(nbytes)} replay copy")
         self.push_loop()
-        self.sync_members()
-        return super().train()
+        if self.obs is None:  # a restored runtime has its envs back already
+            self.reset_envs(self.pool_seed)
 
     @property
     def row_bytes(self) -> int:
         return ReplayBuffer.bytes_for(self.spec, 1)
 
-    def step(self) -> None:
-        """Every actor runs to the window's end (or the budget's), then the experience is shared."""
+    def collect(self, n: int, env_steps: int, generation: int,
+                stop: Callable[[], bool] = lambda: False) -> int:
+        """Every actor runs ``n`` vector steps (a window is never cut), then the experience is shared."""
+        self.generation = generation
         self.sync_members()
-        cfg = self.cfg
-        n = min(-(-(cfg.evolution.evo_steps - self.window_steps) // self.k),
-                -(-(cfg.steps - self.env_steps) // cfg.env.num_envs))
         t0 = time.perf_counter()
-        calls = self.dispatch(n)
+        calls = self.dispatch(n, env_steps)
         reports: list[Any] = []
         for report_ref, _ in calls:
             try:
@@ -169,13 +179,12 @@ class RayTrainer(Trainer):
         self.timing["share"] += time.perf_counter() - t1
         for g, err in lost.items():
             self.recover(g, err)
-        self.env_steps += n * cfg.env.num_envs
-        self.window_steps += n * self.k
-        self.log.progress(self.env_steps, {})
+        self.log.progress(env_steps + n * self.cfg.env.num_envs, {})
+        return n
 
-    def dispatch(self, n: int) -> list[Any]:
+    def dispatch(self, n: int, env_steps: int) -> list[Any]:
         """Start ``n`` vector steps in every actor: one (report, rows) pair of references each."""
-        share = self.env_steps // self.num_actors
+        share = env_steps // self.num_actors
         self.restarts_before = self.restarts
         return [a.run.options(num_returns=2).remote(n, share, self.restarts) for a in self.actors]
 
@@ -188,7 +197,7 @@ class RayTrainer(Trainer):
                 self.device_gens[m.id] = algo["gen"]
                 algo = {**algo, "gen": m.algo.gen.get_state()}
             m.algo.load_state_dict(algo)
-            m.rng = checkpoint.rng_from(st["rng"])
+            m.rng = rng_from(st["rng"])
             m.steps, m.learn_acc = st["steps"], st["learn_acc"]
             if st["diverged"]:
                 self.mark_diverged(m, st["diverged_why"])
@@ -244,18 +253,42 @@ class RayTrainer(Trainer):
         e = self.envs_per_actor
         self.call_all("set_loop", lambda g: (self.done[g * e:(g + 1) * e], self.ep_return[g * e:(g + 1) * e]))
 
-    def evaluate_members(self, seed: int) -> list[tuple[float, dict[str, float]]]:
+    def evaluate(self, seed: int) -> list[Score]:
         """Every actor evaluates its members at once, on episodes of the same seed."""
         self.sync_members()
         t0 = time.perf_counter()
         results = [r for part in self.call_all("evaluate", lambda g: (seed,)) for r in part]
         self.timing["evaluate"] += time.perf_counter() - t0
-        out = []
-        for m, (f, per_agent, diverged, why) in zip(self.members, results, strict=True):
+        for m, (_, diverged, why) in zip(self.members, results, strict=True):
             if diverged:
                 self.mark_diverged(m, why)
-            out.append((f, per_agent))
-        return out
+        return [sc for sc, _, _ in results]
+
+    # ----------------------------------------------------------------------------- state
+    def reset_envs(self, seed: int | None) -> dict[str, np.ndarray]:
+        e = self.envs_per_actor  # env i of the pool gets seed + i, as in a local pool
+        self.obs = self._obs(self.call_all("reset", lambda g: (None if seed is None else seed + g * e,)))
+        return self.obs
+
+    def pool_states(self) -> list[dict[str, Any]]:
+        return [writable(st) for part in self.call_all("pool_state") for st in part]
+
+    def set_pool_states(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+        e = self.envs_per_actor
+        self.obs = self._obs(self.call_all("set_pool_state",
+                                           lambda g: (list(states[g * e:(g + 1) * e]),)))
+        return self.obs
+
+    def _obs(self, parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        return {a: np.concatenate([p[a] for p in parts]) for a in self.spec.agents}
+
+    def buffer_state(self) -> dict[str, Any]:
+        """Actor 0's copy (the others hold the same rows, in another order within each window)."""
+        return writable(self.call_all("buffer_state", only=[0])[0])
+
+    def load_buffer(self, state: dict[str, Any]) -> None:
+        ref = self.ray.put(state)  # stored once, read by every actor
+        self.call_all("load_buffer", lambda g: (ref,))
 
     # ----------------------------------------------------------------------------- faults
     def recover(self, g: int, error: BaseException) -> None:
@@ -320,13 +353,10 @@ class RayTrainer(Trainer):
 
     # ----------------------------------------------------------------------------- end
     def summary(self) -> dict[str, Any]:
-        out = super().summary()
-        out.update(actors=self.num_actors, actor_restarts=self.actor_restarts, shared_bytes=self.shared_bytes,
-                   timing=dict(self.timing))
-        return out
+        return {"actors": self.num_actors, "actor_restarts": self.actor_restarts,
+                "shared_bytes": self.shared_bytes, "timing": dict(self.timing)}
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # let the actors close their envs, then stop them
             self.ray.get([a.close.remote() for a in self.actors], timeout=30)
         self.stop_actors()
-        self.eval_pool.close()

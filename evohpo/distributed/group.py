@@ -1,9 +1,9 @@
 """A Ray actor holding a group of member slots: its envs, its replay copy, its members' learning.
 
-The actor is the local :class:`~evohpo.trainer.Trainer` cut down to one group: a trainer built
-from :func:`group_config` (the group's members and envs, no run directory, no loggers) whose
-``step`` collects and learns exactly as a local run does. The driver tells it which members
-its slots hold, how many vector steps to run, and with which seeds to evaluate.
+The actor runs a :class:`~evohpo.runtime.local.LocalRuntime` for one group, built from
+:func:`group_config` (the group's members and envs, no run directory, no loggers), which
+collects and learns exactly as a local run does. The driver tells it which members its slots
+hold, how many vector steps to run, and with which seeds to evaluate.
 
 Everything that crosses to the driver is plain data on the CPU (state dicts, numpy arrays), so
 a driver without a GPU can take a state dict from an actor with one.
@@ -21,11 +21,13 @@ import numpy as np
 import torch
 
 from evohpo import config as C
+from evohpo.algos import MATD3
 from evohpo.buffer import ReplayBuffer
-from evohpo.checkpoint import rng_from, rng_state
+from evohpo.envs import probe
 from evohpo.loggers import Logger
-from evohpo.population import Member, switches
-from evohpo.trainer import Trainer
+from evohpo.play import Score, fitness_agents
+from evohpo.population import Member, member_from, member_meta, switches
+from evohpo.runtime.local import LocalRuntime
 
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
 
@@ -89,10 +91,8 @@ def generator_state(state: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 def member_state(m: Member) -> dict[str, Any]:
-    """What an actor and the driver exchange about a member (fitness history stays on the driver)."""
-    return {"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps, "learn_acc": m.learn_acc,
-            "diverged": m.diverged, "diverged_why": m.diverged_why, "rng": rng_state(m.rng),
-            "algo": to_cpu(m.algo.state_dict())}
+    """What an actor and the driver exchange about a member: its record and its algorithm's state."""
+    return {**member_meta(m), "algo": to_cpu(m.algo.state_dict())}
 
 
 def new_rows(buf: ReplayBuffer, since: int) -> Rows:
@@ -120,8 +120,13 @@ class MemberGroup:
 
     def __init__(self, cfg: dict[str, Any], index: int):
         self.index = index
-        self.t = Trainer(C.load([cfg]), Logger(), None)
-        self.sw = switches(self.t.cfg)
+        c = C.load([cfg])
+        torch.set_num_threads(c.torch_threads or 1)
+        spec = probe(c.env.name, c.env.kwargs)
+        # the pool seed is the driver's to give (reset); the runtime's own is never used
+        self.t = LocalRuntime(c, spec, Logger(), 0, fitness_agents(c.eval.fitness_agents, spec))
+        self.sw = switches(c)
+        self.members: list[Member] = []
 
     def info(self) -> dict[str, Any]:
         return {"index": self.index, "pid": os.getpid(), "host": platform.node(), "device": str(self.t.device),
@@ -131,27 +136,25 @@ class MemberGroup:
     def set_members(self, states: dict[int, dict[str, Any]]) -> None:
         """Put members into slots ({slot: member_state}); the others keep theirs."""
         t = self.t
+        members: list[Any] = list(t.members) or [None] * t.cfg.population.size
         for slot, st in states.items():
             algo_state = {**st["algo"], "gen": generator_state(st["algo"]["gen"], t.device)}
-            algo = type(t.members[slot].algo).from_state_dict(t.spec, self.sw, algo_state, t.device)
-            t.members[slot] = Member(id=st["id"], parent_id=st["parent_id"], algo=algo, rng=rng_from(st["rng"]),
-                                     born=st["born"], steps=st["steps"], learn_acc=st["learn_acc"],
-                                     diverged=st["diverged"], diverged_why=st["diverged_why"])
+            algo = MATD3.from_state_dict(t.spec, self.sw, algo_state, t.device)
+            members[slot] = member_from(st, algo)
+        t.place(members)
 
     # ------------------------------------------------------------------ envs and loop state
     def reset(self, seed: int | None) -> dict[str, np.ndarray]:
         """Reset the group's envs; env i gets seed ``seed + i`` (the driver offsets each group)."""
         if seed is not None:
             self.t.pool_seed = seed  # restarted pools derive their seeds from it
-        self.t.obs = self.t.pool.reset(seed=seed)
-        return self.t.obs
+        return self.t.reset_envs(seed)
 
     def pool_state(self) -> list[dict[str, Any]]:
-        return self.t.pool.get_state()
+        return self.t.pool_states()
 
     def set_pool_state(self, states: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-        self.t.obs = self.t.pool.set_state(states)
-        return self.t.obs
+        return self.t.set_pool_states(states)
 
     def set_loop(self, done: np.ndarray, ep_return: np.ndarray) -> None:
         self.t.done, self.t.ep_return = np.array(done, bool), np.array(ep_return, np.float64)
@@ -164,35 +167,31 @@ class MemberGroup:
         delay); ``restarts`` the run's env pool restarts so far (``env.max_restarts`` is global).
         """
         t = self.t
-        t.env_steps, t.restarts = env_steps, restarts
+        t.restarts = restarts
         since = t.buffer.added
-        done = 0
-        while done < n:
-            before = t.env_steps
-            t.step()
-            done += t.env_steps != before  # a step lost to an env failure is taken again
+        t.collect(n, env_steps, 0)
         report = {"members": [member_state(m) for m in t.members], "loss_stats": t.loss_stats,
                   "train_returns": t.train_returns, "dropped": t.dropped, "restarts": t.restarts,
                   "obs": t.obs, "done": t.done, "ep_return": t.ep_return}
         t.dropped = 0
-        t._reset_window_stats()
+        t.new_window()
         return report, new_rows(t.buffer, since)
 
     def receive(self, *blocks: Rows) -> int:
         """Append the other groups' rows of this window to this group's replay copy."""
         return sum(add_rows(self.t.buffer, rows) for rows in blocks)
 
-    def evaluate(self, seed: int) -> list[tuple[float, dict[str, float], bool, str]]:
-        """Each member's (fitness, per-agent returns, diverged, why) on episodes of ``seed``."""
-        results = self.t.evaluate_members(seed)
-        return [(f, r, m.diverged, m.diverged_why) for (f, r), m in zip(results, self.t.members, strict=True)]
+    def evaluate(self, seed: int) -> list[tuple[Score, bool, str]]:
+        """Each member's (score, diverged, why) on episodes of ``seed``."""
+        results = self.t.evaluate(seed)
+        return [(sc, m.diverged, m.diverged_why) for sc, m in zip(results, self.t.members, strict=True)]
 
     # ------------------------------------------------------------------ replay copy
     def buffer_state(self) -> dict[str, Any]:
-        return self.t.buffer.state_dict()
+        return self.t.buffer_state()
 
     def load_buffer(self, state: dict[str, Any]) -> int:
-        self.t.buffer.load_state_dict(state)
+        self.t.load_buffer(state)
         return len(self.t.buffer)
 
     def close(self) -> None:

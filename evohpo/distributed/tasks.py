@@ -14,9 +14,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from evohpo import config as C
 from evohpo.distributed import connect, require_ray
-from evohpo.sweep import Job, run_job
+
+if TYPE_CHECKING:
+    from evohpo.sweep import Job
 
 
 def as_local_job(job: Job) -> Job:
@@ -26,14 +30,16 @@ def as_local_job(job: Job) -> Job:
     return dataclasses.replace(job, config=cfg, run_dir=job.run_dir.resolve(), config_file=job.config_file.resolve())
 
 
-def _task(job: Job, quiet: bool, overwrite: bool) -> dict[str, Any]:
+def _task(run_job: Callable[..., dict[str, Any]], job: Job, quiet: bool,
+          overwrite: bool) -> dict[str, Any]:
     return run_job(job, quiet, overwrite)
 
 
-def run_ray(jobs: list[Job], quiet: bool = False, overwrite: bool = False,
-            on_result: Callable[[dict[str, Any]], None] | None = None,
+def run_ray(run_job: Callable[..., dict[str, Any]], jobs: list[Job], quiet: bool = False,
+            overwrite: bool = False, on_result: Callable[[dict[str, Any]], None] | None = None,
             address: str | None = None) -> list[dict[str, Any]]:
-    """Every job as a Ray task, all submitted at once; results reported as they finish."""
+    """Every job as a Ray task running ``run_job`` (the sweep's), all submitted at once;
+    results reported as they finish."""
     ray = require_ray()
     owns = connect(address if address is not None else (jobs[0].config["distributed"]["address"] if jobs else None))
     task = ray.remote(_task)
@@ -42,7 +48,7 @@ def run_ray(jobs: list[Job], quiet: bool = False, overwrite: bool = False,
         d = job.config["distributed"]
         ref = task.options(num_cpus=d["cpus_per_actor"], num_gpus=d["gpus_per_actor"] or 0,
                            max_retries=d["max_actor_restarts"], retry_exceptions=False,
-                           name=f"evohpo-sweep-{job.name}").remote(as_local_job(job), quiet, overwrite)
+                           name=f"evohpo-sweep-{job.name}").remote(run_job, as_local_job(job), quiet, overwrite)
         pending[ref] = job
     print(f"ray: {len(jobs)} jobs submitted as tasks to a cluster of "
           f"{ray.cluster_resources().get('CPU', 0):g} CPUs", flush=True)

@@ -6,6 +6,7 @@ agents are heterogeneous (speaker and listener differ), so nothing assumes equal
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 from collections.abc import Callable
@@ -32,6 +33,21 @@ MPE2_ENVS: dict[str, str] = {
     "simple_line": "mpe2.simple_line_v1",
 }
 ENVS = MPE2_ENVS
+# envs given to the Python API as callables that cannot be imported by name (a lambda, a closure)
+CALLABLE_ENVS: dict[str, Callable[..., Any]] = {}
+
+
+def register_env(factory: Callable[..., Any]) -> str:
+    """The ``env.name`` of a factory: ``module:name`` where it can be imported by that name (so
+    the CLI, resume and other processes can rebuild it), else a name known in this process."""
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if module and module != "__main__" and qualname.isidentifier():
+        with contextlib.suppress(Exception):
+            if getattr(importlib.import_module(module), qualname) is factory:
+                return f"{module}:{qualname}"
+    name = f"callable:{qualname or type(factory).__name__}-{id(factory):x}"
+    CALLABLE_ENVS[name] = factory
+    return name
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,8 @@ class EnvSpec:
 
 
 def _make(name: str, kwargs: dict[str, Any]) -> Any:
+    if name in CALLABLE_ENVS:
+        return _call(name, CALLABLE_ENVS[name], kwargs)
     if name in MPE2_ENVS:
         module = importlib.import_module(MPE2_ENVS[name])
         try:
@@ -79,6 +97,10 @@ def _make(name: str, kwargs: dict[str, Any]) -> Any:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"env {name!r}: module {mod_name!r} has no callable {attr!r}")
+    return _call(name, factory, kwargs)
+
+
+def _call(name: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     try:
         env = factory(**kwargs)
     except Exception as e:

@@ -1,0 +1,369 @@
+"""The Python API: train a population, continue a run, load a finished run and act with it.
+
+    import evohpo
+
+    result = evohpo.train("matd3_speaker_listener", steps=200_000, seed=1,
+                          overrides={"population.size": 6})
+    run = evohpo.load_run(result.run_dir)
+    actions = run.member("best").act(observations)
+
+``evohpo train`` and ``evohpo sweep`` are thin layers over :func:`train` and :func:`resume`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evohpo import config as C
+from evohpo.errors import ConfigError, EvohpoError
+from evohpo.loggers import Logger
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "system.jsonl", "report.html")
+
+
+# ----------------------------------------------------------------------------- configs
+
+def preset_path(algo: str, env: str) -> Path:
+    """configs/<algo>_<env without 'simple_'>.yaml: the shipped defaults for that pair."""
+    return CONFIG_DIR / f"{algo}_{env.removeprefix('simple_')}.yaml"
+
+
+def as_layer(config: C.Config | Mapping[str, Any] | str | Path | None) -> dict[str, Any]:
+    """A config layer from a Config, a mapping, a YAML file or a shipped preset's name."""
+    if config is None:
+        return {}
+    if isinstance(config, C.Config):
+        return C.to_dict(config)
+    if isinstance(config, Mapping):
+        return dict(config)
+    path = Path(config)
+    if not path.suffix and not path.exists() and (CONFIG_DIR / f"{path}.yaml").is_file():
+        path = CONFIG_DIR / f"{path}.yaml"  # a shipped preset by name, e.g. matd3_speaker_listener
+    return C.read_yaml(path)
+
+
+def env_name(env: str | Callable[..., Any]) -> str:
+    """The config's ``env.name`` for an env given as a name, 'module:factory' or a callable."""
+    if isinstance(env, str):
+        return env
+    from evohpo.envs.registry import register_env
+
+    return register_env(env)
+
+
+def resolve(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
+            algo: str | None = None, env: str | Callable[..., Any] | None = None,
+            steps: int | None = None, seed: int | None = None,
+            overrides: Mapping[str, Any] | Sequence[str] = (),
+            preset: bool = True) -> tuple[C.Config, list[str]]:
+    """Layers, later wins: defaults < shipped preset < ``config`` < algo/env < overrides < steps/seed.
+
+    The shipped preset for the algo x env pair is the base only when no ``config`` is given.
+    ``overrides`` are ``{"algo.lr_actor": 3e-4}`` or ``["algo.lr_actor=3e-4"]``.
+    """
+    user = as_layer(config)
+    name = env_name(env) if env is not None else None
+    a = algo or user.get("algo", {}).get("name") or C.AlgoConfig.name
+    e = name or user.get("env", {}).get("name") or C.EnvConfig.name
+    layers: list[dict[str, Any]] = []
+    notes = []
+    base = preset_path(str(a), str(e))
+    if config is None and preset and base.is_file():
+        layers.append(C.read_yaml(base))
+        notes.append(f"defaults from {base}")
+    layers.append(user)
+    if algo:
+        layers.append({"algo": {"name": algo}})
+    if name:
+        layers.append({"env": {"name": name}})
+    if isinstance(overrides, Mapping):
+        layers += [dotted(k, v) for k, v in overrides.items()]
+    else:
+        layers += [C.parse_override(text) for text in overrides]
+    if steps is not None:
+        layers.append({"steps": steps})
+    if seed is not None:
+        layers.append({"seed": seed})
+    return C.load(layers), notes
+
+
+def dotted(key: str, value: Any) -> dict[str, Any]:
+    out: Any = value
+    for part in reversed(key.split(".")):
+        out = {part: out}
+    return out
+
+
+# ----------------------------------------------------------------------------- run directories
+
+def clear_run_files(path: Path) -> None:
+    """Remove what a run writes into its directory (and nothing else)."""
+    for name in RUN_FILES:
+        (path / name).unlink(missing_ok=True)
+    for name in ("checkpoints", "wandb"):  # a replaced run's W&B files would sync as its own
+        shutil.rmtree(path / name, ignore_errors=True)
+
+
+def prepare_run_dir(path: Path, overwrite: bool) -> Path:
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"run directory {str(path)!r} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"run directory {str(path)!r} already exists; choose another "
+                              "--run-dir, or pass --overwrite to replace it")
+        clear_run_files(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"run directory {str(path)!r} is not writable: {e.strerror or e}") from None
+    return path
+
+
+def default_run_dir(cfg: C.Config) -> Path:
+    env = cfg.env.name.replace(":", "_").replace("/", "_").replace(".", "_")
+    return Path("runs") / f"{env}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_config(run_dir: Path) -> C.Config:
+    p = run_dir / "config.yaml"
+    if not p.is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml in it)")
+    return C.load([C.read_yaml(p)])
+
+
+def with_settings(cfg: C.Config, backend: str | None = None, address: str | None = None,
+                  wandb: str | None = None) -> C.Config:
+    """Where a run trains and logs (not what it is): also allowed on resume."""
+    over: dict[str, Any] = {}
+    if backend or address:
+        over["distributed"] = {"backend": backend or "ray", **({"address": address} if address else {})}
+    if wandb:
+        over["logging"] = {"wandb": {"mode": wandb}}
+    return C.load([C.to_dict(cfg), over]) if over else cfg
+
+
+# ----------------------------------------------------------------------------- training
+
+@dataclass(frozen=True)
+class GenerationInfo:
+    """What a callback sees after each generation: its metrics and lineage records."""
+
+    generation: int
+    env_steps: int
+    metrics: dict[str, Any]
+    records: list[dict[str, Any]]
+
+
+Callback = Callable[[GenerationInfo], Any]  # return True to stop after this generation
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path | None
+    config: C.Config
+    summary: dict[str, Any]
+    metrics: list[dict[str, Any]] = field(default_factory=list)  # one row per generation
+
+    @property
+    def best_fitness(self) -> float:
+        return float(self.summary["best_fitness"])
+
+    def load(self) -> Run:
+        """The finished run, to evaluate or act with its members."""
+        if self.run_dir is None:
+            raise ConfigError("this run kept no run directory (run_dir=None): nothing to load")
+        return load_run(self.run_dir)
+
+
+class _Callbacks(Logger):
+    """Collects each generation's metrics and lineage, and hands them to the callbacks."""
+
+    def __init__(self, callbacks: Sequence[Callback]):
+        self.callbacks = list(callbacks)
+        self.rows: list[dict[str, Any]] = []
+        self.records: list[dict[str, Any]] = []
+        self.stop = False
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        self.rows.append({"env_steps": step, **metrics})
+
+    def lineage(self, records: list[dict[str, Any]]) -> None:
+        self.records = records
+        if not self.rows:  # lineage without a generation (e.g. a restored Ray actor's records)
+            return
+        row = self.rows[-1]
+        info = GenerationInfo(row["generation"], row["env_steps"], row, records)
+        for cb in self.callbacks:
+            if cb(info) is True:
+                self.stop = True
+
+
+def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
+          algo: str | None = None, env: str | Callable[..., Any] | None = None,
+          steps: int | None = None, seed: int | None = None,
+          overrides: Mapping[str, Any] | Sequence[str] = (), run_dir: str | Path | None = None,
+          overwrite: bool = False, callbacks: Sequence[Callback] = (), quiet: bool = True,
+          wandb: str | None = None, backend: str | None = None,
+          loggers: Sequence[Logger] = (), notes: Sequence[str] = ()) -> TrainResult:
+    """Train a population and return what it gave.
+
+    ``config``: a :class:`~evohpo.config.Config`, a mapping, a YAML file or a shipped preset's
+    name (``"matd3_speaker_listener"``); without it, the preset for ``algo`` x ``env`` is used
+    when one exists. ``env``: an mpe2 name, ``"module:factory"`` or a callable returning a
+    PettingZoo ParallelEnv (``env.kwargs`` are passed to it). ``run_dir``: where the run goes
+    (default ``runs/<env>-<algo>-<time>``). Each callback gets a :class:`GenerationInfo` after
+    every generation; one returning True stops the run there (checkpointed: it can be resumed).
+    """
+    cfg, found = resolve(config, algo=algo, env=env, steps=steps, seed=seed, overrides=overrides)
+    cfg = with_settings(cfg, backend, wandb=wandb)
+    from evohpo.runtime.local import check_memory
+    from evohpo.trainer import runtime_class
+
+    runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
+    from evohpo.envs import probe
+
+    # a bad env or an impossible buffer is refused before a run directory appears
+    check_memory(probe(cfg.env.name, cfg.env.kwargs), cfg.buffer.capacity)
+    path = prepare_run_dir(Path(run_dir) if run_dir else default_run_dir(cfg), overwrite)
+    return _run(cfg, path, None, [*notes, *found], callbacks, quiet, loggers)
+
+
+def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence[Callback] = (),
+           quiet: bool = True, wandb: str | None = None, backend: str | None = None,
+           address: str | None = None, loggers: Sequence[Logger] = ()) -> TrainResult:
+    """Continue a run from its last checkpoint, up to ``steps`` (a new total budget) if given."""
+    from evohpo import checkpoint
+
+    path = Path(run_dir)
+    cfg = run_config(path)
+    if steps is not None:
+        cfg = C.load([C.to_dict(cfg), {"steps": steps}])
+    cfg = with_settings(cfg, backend, address, wandb)
+    from evohpo.trainer import runtime_class
+
+    runtime_class(cfg)
+    state = checkpoint.load(path / "checkpoints" / "latest.pt")
+    meta = state[0]
+    if cfg.steps <= meta["env_steps"]:
+        raise ConfigError(f"the run already has {meta['env_steps']:,} env steps; pass --steps N "
+                          f"with N above that to extend its budget (it was {cfg.steps:,})")
+    checkpoint.truncate_run_files(path, meta["files"])
+    note = f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps"
+    return _run(cfg, path, state, [note], callbacks, quiet, loggers)
+
+
+def _run(cfg: C.Config, run_dir: Path, state: Any, notes: list[str],
+         callbacks: Sequence[Callback], quiet: bool, extra: Sequence[Logger]) -> TrainResult:
+    from evohpo.loggers import ConsoleLogger, JsonlLogger, Loggers, atomic_write_text
+    from evohpo.trainer import Trainer
+
+    atomic_write_text(run_dir / "config.yaml", C.dump(cfg))
+    loggers: list[Logger] = list(extra)
+    if cfg.logging.jsonl:
+        loggers.append(JsonlLogger(run_dir))
+    if cfg.logging.console and not quiet:
+        loggers.append(ConsoleLogger(cfg.steps, initial=state[0]["env_steps"] if state else 0))
+    if cfg.logging.wandb.mode != "disabled":
+        from evohpo.wandb_logger import WandbLogger
+
+        try:
+            loggers.append(WandbLogger(cfg, run_dir, resume=state is not None))
+        except EvohpoError:
+            if state is None:  # a new run that never started leaves no run directory behind
+                for logger in loggers:
+                    logger.close()
+                clear_run_files(run_dir)
+                with contextlib.suppress(OSError):
+                    run_dir.rmdir()
+            raise
+    watcher = _Callbacks(callbacks)
+    log = Loggers([*loggers, watcher])
+    for n in notes:
+        log.message(n)
+    log.message(f"run directory: {run_dir}")
+    trainer = None
+    try:
+        trainer = Trainer(cfg, log, run_dir)
+        trainer.stop_requested = lambda: watcher.stop
+        if state:
+            trainer.restore(*state)
+        summary = trainer.train()
+    finally:
+        if trainer is not None:
+            trainer.close()
+        log.close()
+    return TrainResult(run_dir, cfg, summary, watcher.rows)
+
+
+# ----------------------------------------------------------------------------- using a run
+
+@dataclass
+class Agent:
+    """A trained member: its algorithm, acting without exploration noise."""
+
+    id: int | None
+    algo: Any
+    info: dict[str, Any]
+
+    def act(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Actions for a batch of observations (``{agent: [B, obs_dim]}``; one row is fine too).
+
+        Discrete agents get action indices ``[B]``, continuous ones vectors ``[B, act_dim]``.
+        """
+        spec = self.algo.spec
+        batch = {a: np.atleast_2d(np.asarray(obs[a], np.float32)) for a in spec.agents}
+        actions, _ = self.algo.act(batch, None)
+        return {a: (actions[a][:, 0].astype(np.int64) if spec[a].discrete else actions[a])
+                for a in spec.agents}
+
+
+@dataclass
+class Run:
+    """A run directory: its config, env spec and metrics, and access to its members."""
+
+    run_dir: Path
+    config: C.Config
+
+    @property
+    def spec(self) -> Any:
+        from evohpo.envs import probe
+
+        return probe(self.config.env.name, self.config.env.kwargs)
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        from evohpo.report.data import read_jsonl
+
+        return read_jsonl(self.run_dir / "metrics.jsonl")
+
+    def member(self, which: str | int = "best") -> Agent:
+        from evohpo.playback import load_member
+
+        _, _, algo, info = load_member(self.run_dir, str(which))
+        return Agent(info.get("id"), algo, info)
+
+    def evaluate(self, which: str | int = "best", episodes: int | None = None,
+                 seed: int = 0) -> dict[str, np.ndarray]:
+        """Per-agent returns of complete noise-free episodes, as the trainer scores them."""
+        from evohpo.play import play
+
+        agent = self.member(which)
+        return play(self.config, agent.algo, agent.algo.spec,
+                    episodes or self.config.eval.episodes, seed)
+
+
+def load_run(run_dir: str | Path) -> Run:
+    path = Path(run_dir)
+    return Run(path, run_config(path))

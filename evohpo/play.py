@@ -1,0 +1,132 @@
+"""Playing episodes and scoring them: the one place where fitness is measured.
+
+Who drives which agents is a *lineup*: a list of ``(policy, agents)`` pairs, each policy acting
+(without exploration noise) for its own agents. Today every member drives all of an env's
+agents; a lineup lets a member of one team play against members of another, or against a
+reference policy, with the same code. Episodes are complete: every env of the pool plays one
+episode from its own seed, and nothing after an env's first episode counts.
+
+Fitness is the mean episode return summed over the scored agents (``eval.fitness_agents``, by
+default every agent). The trainer, ``evohpo eval``, playback and the Ray actors all score here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import numpy as np
+
+from evohpo.envs import VectorPool, make_pool
+from evohpo.envs.registry import EnvSpec
+from evohpo.errors import ConfigError, EnvError
+
+MAX_EPISODE_STEPS = 100_000
+
+
+class Policy(Protocol):
+    """Anything that gives actions for a batch of observations (an algorithm, a reference policy)."""
+
+    def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
+            ) -> tuple[dict[str, np.ndarray], Any]: ...
+
+
+Lineup = Sequence[tuple[Policy, Sequence[str]]]
+
+
+@dataclass(frozen=True)
+class Score:
+    """A member's fitness on a set of episodes, and each agent's mean return behind it."""
+
+    fitness: float
+    per_agent: dict[str, float]
+    std_error: float = float("nan")  # standard error of the fitness (episode to episode spread)
+
+    @staticmethod
+    def of(returns: dict[str, np.ndarray], agents: Sequence[str]) -> Score:
+        totals = episode_totals(returns, agents)
+        se = float(totals.std(ddof=1) / np.sqrt(len(totals))) if len(totals) > 1 else float("nan")
+        per_agent = {a: float(r.mean()) for a, r in returns.items()}
+        return Score(float(sum(per_agent[a] for a in agents)), per_agent, se)
+
+    @staticmethod
+    def diverged(agents: Sequence[str]) -> Score:
+        """The worst score: a diverged member is replaced at the next selection."""
+        return Score(-np.inf, {a: float("nan") for a in agents})
+
+
+def episode_totals(returns: dict[str, np.ndarray], agents: Sequence[str]) -> np.ndarray:
+    """Each episode's return summed over ``agents``."""
+    return np.sum([returns[a] for a in agents], axis=0)
+
+
+def fitness_agents(chosen: Sequence[str] | None, spec: EnvSpec) -> list[str]:
+    """The agents whose returns make up fitness (``eval.fitness_agents``; None: every agent)."""
+    if chosen is None:
+        return list(spec.agents)
+    unknown = [a for a in chosen if a not in spec.agents]
+    if unknown or not chosen:
+        raise ConfigError(f"config key 'eval.fitness_agents': {chosen} must name agents of "
+                          f"{spec.name}: {', '.join(spec.agents)}")
+    return list(chosen)
+
+
+def lineup_actions(lineup: Lineup, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each policy's noise-free actions for its own agents."""
+    if len(lineup) == 1:  # one policy drives every agent: its actions as they are
+        return lineup[0][0].act(obs, None)[0]
+    actions: dict[str, np.ndarray] = {}
+    for policy, agents in lineup:
+        out, _ = policy.act(obs, None)
+        actions.update({a: out[a] for a in agents})
+    return actions
+
+
+def episode_returns(lineup: Lineup | Policy, pool: VectorPool, seed: int,
+                    on_step: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
+    """Each env of ``pool`` plays one complete episode with the lineup's deterministic policies.
+
+    ``lineup`` may be a single policy, which then drives every agent. Returns every agent's
+    episode return per env; ``on_step`` (if given) is called after every step (for rendering).
+    """
+    drivers = (cast(Lineup, lineup) if isinstance(lineup, (list, tuple))
+               else [(cast(Policy, lineup), pool.spec.agents)])
+    n = pool.num_envs
+    obs = pool.reset(seed=seed)
+    returns = {a: np.zeros(n) for a in pool.spec.agents}
+    finished = np.zeros(n, bool)
+    for _ in range(MAX_EPISODE_STEPS):
+        res = pool.step(lineup_actions(drivers, obs))
+        for a in pool.spec.agents:
+            returns[a] += np.where(finished, 0.0, res.rewards[a])
+        finished |= res.done
+        obs = res.obs
+        if on_step is not None:
+            on_step()
+        if finished.all():
+            return returns
+    raise EnvError(f"env {pool.spec.name!r}: an evaluation episode did not end in "
+                   f"{MAX_EPISODE_STEPS:,} steps; evohpo needs episodes that end "
+                   "(set max_cycles in env.kwargs)")
+
+
+def score(policy: Lineup | Policy, pool: VectorPool, seed: int, agents: Sequence[str]) -> Score:
+    """Fitness of ``policy`` on one episode per env of ``pool``, from episode seeds of ``seed``."""
+    return Score.of(episode_returns(policy, pool, seed), agents)
+
+
+def eval_pool(cfg: Any, spec: EnvSpec, episodes: int) -> VectorPool:
+    """Evaluation envs: one per episode, in process, on the backend the run trains on."""
+    e = cfg.env
+    return make_pool(e.name, e.kwargs, episodes, "sync", spec, backend=e.backend)
+
+
+def play(cfg: Any, policy: Lineup | Policy, spec: EnvSpec, episodes: int,
+         seed: int) -> dict[str, np.ndarray]:
+    """Per-agent returns of ``episodes`` complete noise-free episodes, as the trainer measures them."""
+    pool = eval_pool(cfg, spec, episodes)
+    try:
+        return episode_returns(policy, pool, seed)
+    finally:
+        pool.close()

@@ -1,0 +1,231 @@
+"""The local runtime: one vector pool, one replay memory, the population acting in one pass.
+
+How members share the pool: the pool's ``num_envs`` envs are split into equal, fixed slices, one
+per member slot. Every vector step, each member picks actions for its own slice, all actions go
+out in one ``step_async`` and every env advances at once. So every worker is busy on every step,
+all members collect at the same rate (each member's ``evo_steps`` window ends on the same step),
+and no episode is ever cut short at a window boundary: a member's replacement simply takes over
+its slot's envs. Learning runs between ``step_async`` and ``step_wait``, overlapping the envs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from evohpo.algos.acting import PopulationActor
+from evohpo.buffer import ReplayBuffer, human_bytes
+from evohpo.config import Config
+from evohpo.envs import VectorPool, make_pool
+from evohpo.envs.pool import StepResult
+from evohpo.envs.registry import EnvSpec
+from evohpo.errors import ConfigError, EnvError
+from evohpo.loggers import Logger
+from evohpo.play import Score, eval_pool, score
+from evohpo.runtime import Runtime
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new allocations (Linux MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(spec: EnvSpec, capacity: int) -> None:
+    """Refuse a replay memory that cannot fit: numpy would allocate lazily and fail much later."""
+    need = ReplayBuffer.bytes_for(spec, capacity)
+    have = available_memory()
+    if have is not None and need > 0.9 * have:
+        raise ConfigError(f"config key 'buffer.capacity': {capacity:,} transitions need "
+                          f"{human_bytes(need)} but only {human_bytes(have)} of memory is "
+                          "available; lower buffer.capacity")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"config key 'device': {name!r} asked for, but no CUDA device is "
+                          "available; use 'auto' or 'cpu'")
+    return dev
+
+
+def nonfinite_weights(algo: Any) -> str | None:
+    """Where the first NaN/inf weight of a member's actors or critics is, or None."""
+    nets = [(f"{a} actor", n) for a, n in algo.actors.items()]
+    nets += [(f"{a} critic {i}", c) for a, cs in algo.critics.items() for i, c in enumerate(cs)]
+    for where, net in nets:
+        for name, p in net.named_parameters():
+            if not bool(torch.isfinite(p).all()):
+                return f"{where} {name}"
+    return None
+
+
+class LocalRuntime(Runtime):
+    def __init__(self, cfg: Config, spec: EnvSpec, log: Logger, pool_seed: int,
+                 fitness_agents: list[str], run_dir: Path | None = None):
+        super().__init__(cfg, spec, log, pool_seed, fitness_agents, run_dir)
+        self.device = resolve_device(cfg.device)
+        self.pool: VectorPool = self.make_train_pool()
+        # the same backend as training: a batched pool plays the episodes a PettingZoo pool would
+        self.eval_pool = eval_pool(cfg, spec, cfg.eval.episodes)
+        check_memory(spec, cfg.buffer.capacity)
+        self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device)
+        self.actor = PopulationActor(spec)
+        self.env_steps = 0  # the population's, while collecting (drives the learning delay)
+
+    def make_train_pool(self) -> VectorPool:
+        e = self.cfg.env
+        return make_pool(e.name, e.kwargs, e.num_envs, e.pool, self.spec, e.workers,
+                         e.worker_timeout, e.backend)
+
+    def start(self) -> None:
+        self.log.message(f"replay memory: {self.cfg.buffer.capacity:,} transitions, "
+                         f"{human_bytes(self.buffer.nbytes)} preallocated")
+        if self.obs is None:  # a restored runtime has its envs and observations back already
+            self.obs = self.pool.reset(seed=self.pool_seed)
+
+    # ----------------------------------------------------------------------------- collecting
+    def collect(self, n: int, env_steps: int, generation: int,
+                stop: Callable[[], bool] = lambda: False) -> int:
+        self.env_steps = env_steps
+        taken = 0
+        while taken < n and not stop():
+            taken += self.step()  # a step lost to an env failure is taken again
+        return taken
+
+    def step(self) -> bool:
+        """One vector step: act, dispatch, learn while the envs run, store. False if it was lost."""
+        obs = self.obs
+        assert obs is not None, "start() resets the pool before stepping"
+        env_actions, stored = self.act(obs)
+        try:
+            self.pool.step_async(env_actions)
+            self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
+            res = self.pool.step_wait()
+        except EnvError as e:
+            self.restart_pool(e)  # this step's transitions are lost, never stored as if complete
+            return False
+        self.dropped += self.buffer.add(obs, stored, res.rewards, res.next_obs, res.terminated,
+                                        res.alive)
+        self.track_episodes(res)
+        self.obs = res.obs
+        self.count_steps()
+        return True
+
+    def act(self, obs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Each member acts, with exploration, on its own slice of the pool (all in one pass)."""
+        env_act, stored = self.actor.act([m.algo for m in self.members],
+                                         [m.rng for m in self.members], obs, self.done)
+        for a in self.spec.agents:  # a policy gone NaN must not drive the envs into NaN states
+            if not np.isfinite(env_act[a]).all():
+                s = self.spec[a]
+                for x in (env_act[a], stored[a]):
+                    np.nan_to_num(x, copy=False, nan=s.low, posinf=s.high, neginf=s.low)
+        return env_act, stored
+
+    def learn(self) -> None:
+        """Every member learns once per ``learn_step`` of its own env steps, from the shared memory."""
+        ready = self.env_steps >= self.cfg.evolution.learning_delay
+        for j, m in enumerate(self.members):
+            while m.learn_acc >= m.hp.learn_step:
+                m.learn_acc -= m.hp.learn_step
+                if not ready or len(self.buffer) < m.hp.batch_size:
+                    continue
+                for _ in range(self.cfg.algo.gradient_steps):
+                    if m.diverged:
+                        break
+                    metrics = m.algo.learn(self.buffer.sample(m.hp.batch_size, m.rng))
+                    bad = [k for k, v in metrics.items() if not np.isfinite(v)]
+                    if bad:
+                        self.mark_diverged(m, f"non-finite {', '.join(bad)}")
+                    stats = self.loss_stats[j]
+                    for key, v in metrics.items():
+                        name = key.split("/")[0]
+                        stats[name] = stats.get(name, 0.0) + v
+                    stats["n"] = stats.get("n", 0.0) + 1
+
+    def track_episodes(self, res: StepResult) -> None:
+        self.ep_return += sum(res.rewards[a] for a in self.fitness_agents)
+        self.done = res.done
+        if res.done.any():
+            for i in np.flatnonzero(res.done):
+                self.train_returns.append(float(self.ep_return[i]))
+            self.ep_return[res.done] = 0.0
+
+    def count_steps(self) -> None:
+        self.env_steps += self.cfg.env.num_envs
+        for m in self.members:
+            m.steps += self.k
+            m.learn_acc += self.k
+        if (self.env_steps // self.cfg.env.num_envs) % 16 == 0:
+            self.log.progress(self.env_steps, {})
+
+    def restart_pool(self, error: EnvError) -> None:
+        """Replace a failed pool with fresh envs; after ``env.max_restarts`` failures, stop."""
+        self.restarts += 1
+        limit = self.cfg.env.max_restarts
+        if self.restarts > limit:
+            raise EnvError(f"{error} -- the env pool failed {self.restarts} times (env.max_restarts "
+                           f"is {limit}); stopping. The last checkpoint is kept.") from None
+        self.log.message(f"{error}; restarting the env pool with fresh envs "
+                         f"({self.restarts}/{limit})")
+        with contextlib.suppress(Exception):
+            self.pool.close()
+        self.pool = self.make_train_pool()
+        seed = int(np.random.SeedSequence([self.pool_seed, self.restarts]).generate_state(1)[0])
+        self.obs = self.pool.reset(seed=seed)
+        self.ep_return[:] = 0.0  # the cut episodes are not counted as returns
+        self.done[:] = True      # and exploration noise restarts with the new episodes
+
+    # ----------------------------------------------------------------------------- evaluating
+    def evaluate(self, seed: int) -> list[Score]:
+        """Mean return of complete, noise-free episodes on the evaluation envs (one per env)."""
+        results = []
+        for m in self.members:
+            broken = nonfinite_weights(m.algo)
+            if broken:
+                self.mark_diverged(m, f"non-finite weights in {broken}")
+            if m.diverged:  # the worst fitness: it is replaced at this selection
+                results.append(Score.diverged(self.spec.agents))
+            else:
+                results.append(score(m.algo, self.eval_pool, seed, self.fitness_agents))
+        return results
+
+    # ----------------------------------------------------------------------------- state
+    def reset_envs(self, seed: int | None) -> dict[str, np.ndarray]:
+        self.obs = self.pool.reset(seed=seed)
+        return self.obs
+
+    def pool_states(self) -> list[dict[str, Any]]:
+        return self.pool.get_state()
+
+    def set_pool_states(self, states: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+        self.obs = self.pool.set_state(states)
+        return self.obs
+
+    def buffer_state(self) -> dict[str, Any]:
+        return self.buffer.state_dict()
+
+    def load_buffer(self, state: dict[str, Any]) -> None:
+        self.buffer.load_state_dict(state)
+
+    def close(self) -> None:
+        self.pool.close()
+        self.eval_pool.close()

@@ -1,0 +1,63 @@
+"""The run's own state: what the loop owns between windows, and how a checkpoint holds it.
+
+A checkpoint is this state plus the runtime's (envs, replay memory, the window's bookkeeping):
+``{"generation", "env_steps", ..., "members": [member records], "loop": ..., "files": ...}`` as
+JSON metadata, and the members' algorithm states, the envs and the replay memory as tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from evohpo import checkpoint
+from evohpo.algos import MATD3
+from evohpo.config import Config, to_dict
+from evohpo.envs.registry import EnvSpec
+from evohpo.population import Member, member_from, member_meta, rng_from, rng_state, switches
+
+
+@dataclass
+class RunState:
+    """Counters, the population and the loop's random streams."""
+
+    eval_rng: np.random.Generator     # evaluation episode seeds
+    evo_rng: np.random.Generator      # selection, mutation and clone seeds
+    members: list[Member] = field(default_factory=list)
+    generation: int = 0
+    env_steps: int = 0                # the population's env steps so far
+    window_steps: int = 0             # env steps each member collected in this window
+    next_id: int = 0                  # the id the next new member gets
+    best_ever: float = -np.inf
+    elapsed_before: float = 0.0       # wall seconds the run spent before it was resumed
+
+    def to_checkpoint(self, cfg: Config, elapsed_s: float,
+                      run_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        from evohpo import __version__
+
+        meta = {
+            "evohpo": __version__, "config": to_dict(cfg),
+            "generation": self.generation, "env_steps": self.env_steps,
+            "window_steps": self.window_steps, "next_id": self.next_id,
+            "best_ever": self.best_ever if np.isfinite(self.best_ever) else None,
+            "eval_rng": rng_state(self.eval_rng), "evo_rng": rng_state(self.evo_rng),
+            "members": [member_meta(m) for m in self.members],
+            "files": checkpoint.run_files(run_dir), "elapsed_s": elapsed_s,
+        }
+        return meta, {"members": [m.algo.state_dict() for m in self.members]}
+
+    @classmethod
+    def from_checkpoint(cls, cfg: Config, spec: EnvSpec, meta: dict[str, Any],
+                        tensors: dict[str, Any], device: torch.device | str) -> RunState:
+        sw = switches(cfg)
+        members = [member_from(m, MATD3.from_state_dict(spec, sw, st, device))
+                   for m, st in zip(meta["members"], tensors["members"], strict=True)]
+        return cls(eval_rng=rng_from(meta["eval_rng"]), evo_rng=rng_from(meta["evo_rng"]),
+                   members=members, generation=meta["generation"], env_steps=meta["env_steps"],
+                   window_steps=meta["window_steps"], next_id=meta["next_id"],
+                   best_ever=-np.inf if meta["best_ever"] is None else meta["best_ever"],
+                   elapsed_before=float(meta.get("elapsed_s", 0.0)))
