@@ -76,7 +76,7 @@ def expand(d: Any, where: str) -> dict[str, Any]:
             v = expand(v, f"{where}.{k}")
         for p in reversed(parts):
             v = {p: v}
-        out = C._deep_merge(out, v)
+        out = C.deep_merge(out, v)
     return out
 
 
