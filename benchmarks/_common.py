@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from evohpo import config as C
-from evohpo.cli import preset_path
+from evohpo.api import preset_path
 from evohpo.loggers import Logger
 
 

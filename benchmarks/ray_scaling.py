@@ -43,12 +43,13 @@ def config(args: argparse.Namespace, actors: int) -> C.Config:
 
 
 def measure(cfg: C.Config, actors: int) -> dict[str, Any]:
-    from evohpo.distributed.driver import RayTrainer
+    from evohpo.distributed.driver import RayRuntime
     from evohpo.distributed.group import member_state
+    from evohpo.runtime.local import LocalRuntime
     from evohpo.trainer import Trainer
 
     t0 = time.perf_counter()
-    t = RayTrainer(cfg, Collect(echo=False)) if actors else Trainer(cfg, Collect(echo=False))
+    t = Trainer(cfg, Collect(echo=False), runtime=RayRuntime if actors else LocalRuntime)
     startup = time.perf_counter() - t0
     try:
         s = t.train()
