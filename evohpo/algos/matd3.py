@@ -303,10 +303,6 @@ class MATD3:
         return online, target
 
     # ------------------------------------------------------------------ state
-    def networks(self) -> dict[str, Any]:
-        return {"actors": self.actors, "actor_targets": self.actor_targets,
-                "critics": self.critics, "critic_targets": self.critic_targets}
-
     def arch(self) -> dict[str, Any]:
         """Per agent: actor and critic hidden widths, and the activation they share.
 
