@@ -1,5 +1,6 @@
 """Algorithms behind one small interface: act, learn(batch) -> metrics, state_dict, clone."""
 
-from evohpo.algos.matd3 import ALGOS, MATD3, Hyperparams, Switches
+from evohpo.algos.base import Algorithm, Hyperparams
+from evohpo.algos.matd3 import ALGOS, MATD3, Switches
 
-__all__ = ["ALGOS", "MATD3", "Hyperparams", "Switches"]
+__all__ = ["ALGOS", "MATD3", "Algorithm", "Hyperparams", "Switches"]

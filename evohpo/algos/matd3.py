@@ -24,22 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from evohpo.algos import optim
-from evohpo.algos.acting import Actions, Part, explore
+from evohpo.algos.base import Actions, Hyperparams
+from evohpo.algos.explore import Part, explore
 from evohpo.buffer import Batch
 from evohpo.envs.registry import EnvSpec
 from evohpo.networks import MLP, polyak_update
-
-
-@dataclass
-class Hyperparams:
-    """The hyperparameters a member owns and evolution may change."""
-
-    lr_actor: float
-    lr_critic: float
-    batch_size: int
-    learn_step: int
-    tau: float
-    expl_noise: float
 
 
 @dataclass(frozen=True)
