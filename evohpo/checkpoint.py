@@ -169,12 +169,11 @@ def trainer_state(t: Any, with_buffer: bool) -> tuple[dict[str, Any], dict[str, 
 
 def restore_trainer(t: Any, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
     """Put a checkpoint's state into a freshly built trainer of the same config."""
-    from evohpo.algos import MATD3
-    from evohpo.population import Member, switches
+    from evohpo.algos import restore_algo
+    from evohpo.population import Member
 
-    sw = switches(t.cfg)
     t.members = [
-        Member(id=m["id"], parent_id=m["parent_id"], algo=MATD3.from_state_dict(t.spec, sw, st, t.device),
+        Member(id=m["id"], parent_id=m["parent_id"], algo=restore_algo(t.cfg, t.spec, st, t.device),
                rng=rng_from(m["rng"]), born=m["born"], steps=m["steps"], learn_acc=m["learn_acc"],
                fitness=list(m["fitness"]), diverged=m["diverged"], diverged_why=m.get("diverged_why", ""))
         for m, st in zip(meta["members"], tensors["members"], strict=True)]

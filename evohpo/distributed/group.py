@@ -21,10 +21,11 @@ import numpy as np
 import torch
 
 from evohpo import config as C
+from evohpo.algos import restore_algo
 from evohpo.buffer import ReplayBuffer
 from evohpo.checkpoint import rng_from, rng_state
 from evohpo.loggers import Logger
-from evohpo.population import Member, switches
+from evohpo.population import Member
 from evohpo.trainer import Trainer
 
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
@@ -121,7 +122,6 @@ class MemberGroup:
     def __init__(self, cfg: dict[str, Any], index: int):
         self.index = index
         self.t = Trainer(C.load([cfg]), Logger(), None)
-        self.sw = switches(self.t.cfg)
 
     def info(self) -> dict[str, Any]:
         return {"index": self.index, "pid": os.getpid(), "host": platform.node(), "device": str(self.t.device),
@@ -133,7 +133,7 @@ class MemberGroup:
         t = self.t
         for slot, st in states.items():
             algo_state = {**st["algo"], "gen": generator_state(st["algo"]["gen"], t.device)}
-            algo = type(t.members[slot].algo).from_state_dict(t.spec, self.sw, algo_state, t.device)
+            algo = restore_algo(t.cfg, t.spec, algo_state, t.device)
             t.members[slot] = Member(id=st["id"], parent_id=st["parent_id"], algo=algo, rng=rng_from(st["rng"]),
                                      born=st["born"], steps=st["steps"], learn_acc=st["learn_acc"],
                                      diverged=st["diverged"], diverged_why=st["diverged_why"])
