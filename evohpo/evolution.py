@@ -3,41 +3,28 @@
 Every function takes its random generator as an argument; every mutation returns a
 :class:`MutationRecord` describing what actually happened (an operator that could not apply
 falls back and is recorded as what it became). Records are written to ``lineage.jsonl``.
-Architecture and activation operators live in :mod:`evohpo.mutations`; ``mutate`` dispatches.
+Architecture and activation mutations are the algorithm's own (``mutate_architecture`` /
+``mutate_activation``); ``mutate`` dispatches.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from evohpo import mutations
 from evohpo.config import MutationConfig
+from evohpo.lineage import MutationRecord
+
+__all__ = ["INT_HPS", "KINDS", "MutationRecord", "choose_kind", "mutate", "mutate_hyperparameter",
+           "mutate_weights", "select"]
 
 # each kind's relative probability is the MutationConfig field of the same name
 KINDS = ("none", "hyperparameters", "weights", "architecture", "activation")
 INT_HPS = ("batch_size", "learn_step")
-
-
-@dataclass
-class MutationRecord:
-    generation: int
-    member_id: int
-    parent_id: int | None
-    kind: str                      # none | hyperparameters | weights | architecture | activation | elite
-    target: str = ""               # e.g. "lr_actor", "actors", "listener_0/actor/layer1", "speaker_0/actor+critic"
-    before: Any = None             # e.g. 0.001, [64, 64], "relu"
-    after: Any = None
-    op: str = ""                   # e.g. "*1.2", "gaussian ...", "add_node +16", "set_activation"
-    note: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def _key(f: float) -> tuple[int, float]:
@@ -136,9 +123,8 @@ def mutate(member: Any, cfg: MutationConfig, generation: int, rng: np.random.Gen
         rec.target, rec.op = "actors", f"gaussian std={cfg.weight_noise_std:g} frac={cfg.weight_fraction:g}"
         rec.after = {a: round(v, 6) for a, v in change.items()}
         rec.note = "after: L2 norm of the change per agent's actor"
-    elif kind in ("architecture", "activation"):
-        operator = mutations.mutate_architecture if kind == "architecture" else mutations.mutate_activation
-        ch = operator(member.algo, cfg.arch, rng)
-        rec.kind, rec.target, rec.before, rec.after, rec.op, rec.note = (
-            ch.kind, ch.target, ch.before, ch.after, ch.op, ch.note)
+    elif kind == "architecture":
+        rec = member.algo.mutate_architecture(cfg.arch, rng, rec)
+    elif kind == "activation":
+        rec = member.algo.mutate_activation(cfg.arch, rng, rec)
     return rec

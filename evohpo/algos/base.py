@@ -14,7 +14,9 @@ import numpy as np
 import torch
 
 from evohpo.buffer import Batch
+from evohpo.config import ArchSpace
 from evohpo.envs.registry import EnvSpec
+from evohpo.lineage import MutationRecord
 from evohpo.networks import MLP
 
 Actions = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]  # (for the env, for the buffer)
@@ -81,4 +83,14 @@ class Algorithm(Protocol):
 
     def clone(self, seed: int) -> Algorithm:
         """An independent copy with its own random stream."""
+        ...
+
+    # mutations that only the algorithm knows how to make; each returns ``rec`` (same
+    # generation and member) saying what it did, kind "none" with a note if nothing applied
+    def mutate_architecture(self, space: ArchSpace, rng: np.random.Generator,
+                            rec: MutationRecord) -> MutationRecord:
+        ...
+
+    def mutate_activation(self, space: ArchSpace, rng: np.random.Generator,
+                          rec: MutationRecord) -> MutationRecord:
         ...
