@@ -18,9 +18,10 @@ import numpy as np
 import torch
 
 from evohpo import config as C
+from evohpo.algos import initial_hyperparams
 from evohpo.buffer import ReplayBuffer
 from evohpo.envs.registry import probe
-from evohpo.population import initial_hyperparams, make_population
+from evohpo.population import make_population
 
 
 def per_call_us(fn, n: int) -> float:

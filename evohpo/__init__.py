@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from evohpo.version import __version__
+
 __all__ = ["GenerationInfo", "Run", "TrainResult", "__version__", "load_run", "resume", "train"]
 
 

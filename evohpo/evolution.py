@@ -1,43 +1,33 @@
 """Tournament selection with elitism, and mutation operators that say what they did.
 
 Every function takes its random generator as an argument; every mutation returns a
-:class:`MutationRecord` describing what actually happened (an operator that could not apply
-falls back and is recorded as what it became). Records are written to ``lineage.jsonl``.
-Architecture and activation operators live in :mod:`evohpo.mutations`; ``mutate`` dispatches.
+:class:`~evohpo.lineage.MutationRecord` describing what actually happened (an operator that
+could not apply falls back and is recorded as what it became). Records are written to
+``lineage.jsonl``. ``mutate`` draws a kind and dispatches through ``OPERATORS``; architecture
+and activation mutations are the algorithm's own (``Algorithm.mutate_architecture`` /
+``mutate_activation``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from evohpo import mutations
 from evohpo.config import MutationConfig
+from evohpo.lineage import MutationRecord
 
-# each kind's relative probability is the MutationConfig field of the same name
+__all__ = ["INT_HPS", "KINDS", "OPERATORS", "HyperparamChange", "MutationRecord", "choose_kind",
+           "mutate", "mutate_hyperparameter", "mutate_weights", "select"]
+
+# each kind's relative probability is the MutationConfig field of the same name; the order
+# is the order of the draw (keep it: same seed, same kinds)
 KINDS = ("none", "hyperparameters", "weights", "architecture", "activation")
 INT_HPS = ("batch_size", "learn_step")
-
-
-@dataclass
-class MutationRecord:
-    generation: int
-    member_id: int
-    parent_id: int | None
-    kind: str                      # none | hyperparameters | weights | architecture | activation | elite
-    target: str = ""               # e.g. "lr_actor", "actors", "listener_0/actor/layer1", "speaker_0/actor+critic"
-    before: Any = None             # e.g. 0.001, [64, 64], "relu"
-    after: Any = None
-    op: str = ""                   # e.g. "*1.2", "gaussian ...", "add_node +16", "set_activation"
-    note: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def _key(f: float) -> tuple[int, float]:
@@ -73,12 +63,25 @@ def choose_kind(cfg: MutationConfig, rng: np.random.Generator) -> str:
     return str(KINDS[int(rng.choice(len(KINDS), p=weights / weights.sum()))])
 
 
+class HyperparamChange(NamedTuple):
+    """What :func:`mutate_hyperparameter` chose; ``changes`` is empty when nothing could move."""
+
+    changes: dict[str, Any]  # {name: after}, or {}
+    name: str
+    before: Any
+    after: Any
+    op: str                  # e.g. "*1.2", "*0.8 (clipped at bound)"
+
+
+NO_CHANGE = HyperparamChange({}, "", None, None, "")
+
+
 def mutate_hyperparameter(hp: Any, cfg: MutationConfig, rng: np.random.Generator,
-                          ) -> tuple[dict[str, Any], str, Any, Any, str]:
+                          ) -> HyperparamChange:
     """Perturb one hyperparameter by a factor, within bounds.
 
-    Returns (changes, name, before, after, op); ``changes`` is empty when every mutable
-    hyperparameter is pinned at a bound in the drawn direction.
+    ``changes`` is empty when every mutable hyperparameter is pinned at a bound in the drawn
+    direction.
     """
     names = [f.name for f in dataclasses.fields(cfg.bounds) if getattr(cfg.bounds, f.name).mutate]
     for idx in rng.permutation(len(names)):
@@ -96,8 +99,8 @@ def mutate_hyperparameter(hp: Any, cfg: MutationConfig, rng: np.random.Generator
         if new != old:
             clipped = (new == b.min or new == b.max) and new != old * factor
             op = f"*{factor:g}" + (" (clipped at bound)" if clipped else "")
-            return {name: new}, name, old, new, op
-    return {}, "", None, None, ""
+            return HyperparamChange({name: new}, name, old, new, op)
+    return NO_CHANGE
 
 
 def mutate_weights(actors: dict[str, torch.nn.Module], cfg: MutationConfig,
@@ -118,27 +121,60 @@ def mutate_weights(actors: dict[str, torch.nn.Module], cfg: MutationConfig,
     return change
 
 
-def mutate(member: Any, cfg: MutationConfig, generation: int, rng: np.random.Generator) -> MutationRecord:
+# an operator mutates ``member`` in place and returns ``rec`` (generation, member and parent
+# filled in) saying what it did
+Operator = Callable[[Any, MutationConfig, np.random.Generator, MutationRecord], MutationRecord]
+
+
+def _none(member: Any, cfg: MutationConfig, rng: np.random.Generator,
+          rec: MutationRecord) -> MutationRecord:
+    return rec
+
+
+def _hyperparameters(member: Any, cfg: MutationConfig, rng: np.random.Generator,
+                     rec: MutationRecord) -> MutationRecord:
+    hp = mutate_hyperparameter(member.algo.hp, cfg, rng)
+    if not hp.changes:
+        return rec.outcome("none", note="hyperparameters: every mutable one is at its bound")
+    member.algo.set_hyperparams(**hp.changes)
+    return rec.outcome("hyperparameters", hp.name, hp.before, hp.after, hp.op)
+
+
+def _weights(member: Any, cfg: MutationConfig, rng: np.random.Generator,
+             rec: MutationRecord) -> MutationRecord:
+    algo = member.algo
+    gen = torch.Generator(device=algo.device).manual_seed(int(rng.integers(0, 2**62)))
+    change = mutate_weights(algo.actors, cfg, gen)
+    algo.actor_version += 1
+    return rec.outcome("weights", "actors", after={a: round(v, 6) for a, v in change.items()},
+                       op=f"gaussian std={cfg.weight_noise_std:g} frac={cfg.weight_fraction:g}",
+                       note="after: L2 norm of the change per agent's actor")
+
+
+def _architecture(member: Any, cfg: MutationConfig, rng: np.random.Generator,
+                  rec: MutationRecord) -> MutationRecord:
+    return member.algo.mutate_architecture(cfg.arch, rng, rec)
+
+
+def _activation(member: Any, cfg: MutationConfig, rng: np.random.Generator,
+                rec: MutationRecord) -> MutationRecord:
+    return member.algo.mutate_activation(cfg.arch, rng, rec)
+
+
+# one operator per kind of KINDS, in its order
+OPERATORS: dict[str, Operator] = {
+    "none": _none,
+    "hyperparameters": _hyperparameters,
+    "weights": _weights,
+    "architecture": _architecture,
+    "activation": _activation,
+}
+
+
+def mutate(member: Any, cfg: MutationConfig, generation: int,
+           rng: np.random.Generator) -> MutationRecord:
     """Apply one mutation (drawn by the configured probabilities) to ``member`` in place."""
     kind = choose_kind(cfg, rng)
-    rec = MutationRecord(generation=generation, member_id=member.id, parent_id=member.parent_id, kind=kind)
-    if kind == "hyperparameters":
-        changes, name, before, after, op = mutate_hyperparameter(member.algo.hp, cfg, rng)
-        if changes:
-            member.algo.set_hyperparams(**changes)
-            rec.target, rec.before, rec.after, rec.op = name, before, after, op
-        else:
-            rec.kind, rec.note = "none", "hyperparameters: every mutable one is at its bound"
-    elif kind == "weights":
-        gen = torch.Generator(device=member.algo.device).manual_seed(int(rng.integers(0, 2**62)))
-        change = mutate_weights(member.algo.actors, cfg, gen)
-        member.algo.actor_version += 1
-        rec.target, rec.op = "actors", f"gaussian std={cfg.weight_noise_std:g} frac={cfg.weight_fraction:g}"
-        rec.after = {a: round(v, 6) for a, v in change.items()}
-        rec.note = "after: L2 norm of the change per agent's actor"
-    elif kind in ("architecture", "activation"):
-        operator = mutations.mutate_architecture if kind == "architecture" else mutations.mutate_activation
-        ch = operator(member.algo, cfg.arch, rng)
-        rec.kind, rec.target, rec.before, rec.after, rec.op, rec.note = (
-            ch.kind, ch.target, ch.before, ch.after, ch.op, ch.note)
-    return rec
+    rec = MutationRecord(generation=generation, member_id=member.id, parent_id=member.parent_id,
+                         kind=kind)
+    return OPERATORS[kind](member, cfg, rng, rec)

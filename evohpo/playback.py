@@ -13,7 +13,7 @@ from torch import nn
 
 from evohpo import checkpoint
 from evohpo import config as C
-from evohpo.algos import MATD3
+from evohpo.algos import Algorithm, restore_algo
 from evohpo.envs import make_env, probe
 from evohpo.envs.registry import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
@@ -26,10 +26,9 @@ def run_config(run_dir: Path) -> C.Config:
     return C.load([C.read_yaml(p)])
 
 
-def load_member(run_dir: Path, which: str = "best") -> tuple[C.Config, EnvSpec, MATD3, dict[str, Any]]:
+def load_member(run_dir: Path, which: str = "best",
+                ) -> tuple[C.Config, EnvSpec, Algorithm, dict[str, Any]]:
     """The config, env spec, algorithm and record of member ``which`` ('best' or an id)."""
-    from evohpo.population import switches
-
     cfg = run_config(run_dir)
     spec = probe(cfg.env.name, cfg.env.kwargs)
     ckpts = run_dir / "checkpoints"
@@ -58,11 +57,11 @@ def load_member(run_dir: Path, which: str = "best") -> tuple[C.Config, EnvSpec, 
             raise ConfigError(f"--member {wanted}: no such member in {str(ckpts)!r}; "
                               f"known: best, {', '.join(str(k) for k in sorted(set(known)))}")
         state, info = found
-    algo = MATD3.from_state_dict(spec, switches(cfg), state, "cpu")
+    algo = restore_algo(cfg, spec, state, "cpu")
     return cfg, spec, algo, info
 
 
-def render(cfg: C.Config, algo: MATD3, target: str, seed: int) -> int:
+def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
     """Play one episode; write an animated GIF to ``target`` or show it ('human'). Returns frames."""
     human = target == "human"
     if human and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 
 from evohpo import checkpoint
-from evohpo.algos import MATD3
+from evohpo.algos import restore_algo
 from evohpo.config import Config, to_dict
 from evohpo.envs.registry import EnvSpec
-from evohpo.population import Member, member_from, member_meta, rng_from, rng_state, switches
+from evohpo.population import Member, member_from, member_meta, rng_from, rng_state
 
 
 @dataclass
@@ -37,7 +37,7 @@ class RunState:
 
     def to_checkpoint(self, cfg: Config, elapsed_s: float,
                       run_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
-        from evohpo import __version__
+        from evohpo.version import __version__
 
         meta = {
             "evohpo": __version__, "config": to_dict(cfg),
@@ -53,8 +53,7 @@ class RunState:
     @classmethod
     def from_checkpoint(cls, cfg: Config, spec: EnvSpec, meta: dict[str, Any],
                         tensors: dict[str, Any], device: torch.device | str) -> RunState:
-        sw = switches(cfg)
-        members = [member_from(m, MATD3.from_state_dict(spec, sw, st, device))
+        members = [member_from(m, restore_algo(cfg, spec, st, device))
                    for m, st in zip(meta["members"], tensors["members"], strict=True)]
         return cls(eval_rng=rng_from(meta["eval_rng"]), evo_rng=rng_from(meta["evo_rng"]),
                    members=members, generation=meta["generation"], env_steps=meta["env_steps"],

@@ -10,10 +10,10 @@ import torch
 
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches, optim
 from evohpo.algos.acting import PopulationActor
+from evohpo.algos.arch_mutations import apply_edits
 from evohpo.algos.matd3 import LearnInputs
 from evohpo.buffer import ReplayBuffer
 from evohpo.evolution import mutate_weights
-from evohpo.mutations import apply_edits
 from evohpo.networks import ACTIVATIONS, MLP, add_nodes
 from tests.test_algos import fill, hetero_spec
 

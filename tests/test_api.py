@@ -84,5 +84,5 @@ def test_a_preset_by_name_and_overrides_as_text() -> None:
     cfg, notes = api.resolve("matd3_speaker_listener", overrides=["algo.lr_actor=0.002"], seed=4)
     assert cfg.algo.name == "matd3" and cfg.env.name == "simple_speaker_listener"
     assert cfg.algo.lr_actor == 0.002 and cfg.seed == 4 and notes == []
-    default, notes = api.resolve(algo="maddpg", env="simple_spread")
+    _, notes = api.resolve(algo="maddpg", env="simple_spread")
     assert notes and "maddpg_spread.yaml" in notes[0]

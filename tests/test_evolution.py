@@ -15,7 +15,16 @@ from evohpo import config as C
 from evohpo.algos import MATD3, Hyperparams, Switches
 from evohpo.config import HyperparamSpace, MutationConfig
 from evohpo.envs.registry import AgentSpec, EnvSpec
-from evohpo.evolution import INT_HPS, MutationRecord, mutate, mutate_hyperparameter, select
+from evohpo.evolution import (
+    INT_HPS,
+    KINDS,
+    OPERATORS,
+    HyperparamChange,
+    MutationRecord,
+    mutate,
+    mutate_hyperparameter,
+    select,
+)
 
 HP_NAMES = [f.name for f in dataclasses.fields(HyperparamSpace)]
 # explicit bounds (the config's own defaults, written out)
@@ -430,3 +439,18 @@ def test_mutation_kind_frequencies_follow_the_probabilities():
     assert freq["none"] == pytest.approx(0.25, abs=0.07)
     assert freq["hyperparameters"] == pytest.approx(0.5, abs=0.07)
     assert freq["weights"] == pytest.approx(0.25, abs=0.07)
+
+
+def test_every_kind_has_one_operator_in_the_order_of_the_draw():
+    assert tuple(OPERATORS) == KINDS
+    assert set(KINDS) <= {f.name for f in dataclasses.fields(MutationConfig)}
+
+
+def test_hyperparameter_change_names_its_fields():
+    hp = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=256, learn_step=50, tau=0.01,
+                     expl_noise=0.1)
+    change = mutate_hyperparameter(hp, mcfg(factors=[1.2]), np.random.default_rng(0))
+    assert isinstance(change, HyperparamChange)
+    assert change.changes == {change.name: change.after}
+    assert change.before == getattr(hp, change.name)
+    assert change.op == "*1.2"

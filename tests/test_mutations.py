@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from evohpo import config as C
-from evohpo import mutations as M
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
+from evohpo.algos import arch_mutations as M
 from evohpo.buffer import Batch, ReplayBuffer
 from evohpo.config import ArchSpace, MutationConfig
 from evohpo.envs.registry import AgentSpec, EnvSpec

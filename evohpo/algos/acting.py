@@ -6,87 +6,26 @@ Python-level calls on arrays of a few rows: most of the loop's time once the env
 :class:`PopulationActor` does it per agent instead: the actors of members with the same shapes
 are stacked and run as one batched matmul per layer, and the squashing, noise and clipping run
 on the whole pool's rows at once. Only the random draws stay per member (each member explores
-with its own generator, in the order :meth:`MATD3.act` draws), so acting together gives exactly
-the actions acting one by one gives. On the CPU the forward passes run in numpy (its calls on
-arrays this small cost a fraction of torch's); on an accelerator they run in torch, per member.
+with its own generator, in the order :meth:`Algorithm.act` draws), so acting together gives
+exactly the actions acting one by one gives. On the CPU the forward passes run in numpy (its
+calls on arrays this small cost a fraction of torch's); on an accelerator they run in torch,
+per member.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
-
 import numpy as np
 
+from evohpo.algos.base import Actions, Algorithm
+from evohpo.algos.explore import Part, explore
 from evohpo.envs.registry import EnvSpec
 from evohpo.networks import MLP, numpy_activation
-
-if TYPE_CHECKING:
-    from evohpo.algos.matd3 import MATD3
-
-Actions = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]  # (for the env, for the buffer)
-
-
-class Part(NamedTuple):
-    """One member's share of a batch of rows: its algorithm, generator (None: no exploration),
-    its rows and which of them just finished an episode (OU noise restarts there)."""
-
-    algo: MATD3
-    rng: np.random.Generator | None
-    rows: slice
-    done: np.ndarray | None
-
-
-def explore(spec: EnvSpec, outs: dict[str, np.ndarray], parts: list[Part]) -> Actions:
-    """Env and buffer actions from raw actor outputs (pre-squash outputs; logits if discrete).
-
-    Continuous: squashed into the action range; members with a generator add Gaussian or OU
-    noise (``expl_noise`` x range) and clip. Discrete: argmax of the logits, with Gumbel noise
-    (sampling) and epsilon-random actions for members with a generator; stored one-hot.
-    """
-    env_act: dict[str, np.ndarray] = {}
-    store: dict[str, np.ndarray] = {}
-    explorers = [p for p in parts if p.rng is not None]
-    noisy = [p for p in explorers if p.algo.hp.expl_noise > 0]
-    for a in spec.agents:
-        s, out = spec[a], outs[a]
-        n = out.shape[0]
-        if s.discrete:
-            logits = out
-            if explorers:
-                logits = out.astype(np.float64)  # as the sum with float64 draws would be
-                for p in explorers:
-                    logits[p.rows] += p.rng.gumbel(size=logits[p.rows].shape)  # type: ignore[union-attr]
-            idx = logits.argmax(axis=1)
-            for p in noisy:  # epsilon-random actions
-                k = idx[p.rows].shape[0]
-                rand = p.rng.random(k) < p.algo.hp.expl_noise  # type: ignore[union-attr]
-                idx[p.rows] = np.where(rand, p.rng.integers(0, s.act_dim, k), idx[p.rows])  # type: ignore[union-attr]
-            env_act[a] = idx.astype(np.float32)[:, None]
-            onehot = np.zeros((n, s.act_dim), np.float32)
-            onehot[np.arange(n), idx] = 1.0
-            store[a] = onehot
-        else:
-            act = squash(out, s.low, s.high)
-            if noisy:
-                noise = np.zeros_like(act)
-                for p in noisy:
-                    k = act[p.rows].shape[0]
-                    noise[p.rows] = p.algo.noise(a, k, s.act_dim, p.rng, p.done) * (s.high - s.low)  # type: ignore[arg-type]
-                act += noise
-                np.clip(act, s.low, s.high, out=act)
-            env_act[a] = act
-            store[a] = act
-    return env_act, store
-
-
-def squash(x: np.ndarray, low: float, high: float) -> np.ndarray:
-    return (low + (high - low) / (1.0 + np.exp(-x))).astype(np.float32)
 
 
 class _Stack:
     """One agent's actors of members with the same shapes, stacked: weights [G, in, out]."""
 
-    def __init__(self, nets: list[MLP], algos: list[MATD3]):
+    def __init__(self, nets: list[MLP], algos: list[Algorithm]):
         self.nets, self.algos = nets, algos
         self.activation = nets[0].activation
         views = [net.numpy_views() for net in nets]
@@ -127,7 +66,8 @@ class PopulationActor:
         self.spec = spec
         self._groups: dict[str, tuple[list[MLP], list[tuple[_Stack | None, list[int]]]]] = {}
 
-    def act(self, algos: list[MATD3], rngs: list[np.random.Generator | None], obs: dict[str, np.ndarray],
+    def act(self, algos: list[Algorithm], rngs: list[np.random.Generator | None],
+            obs: dict[str, np.ndarray],
             done: np.ndarray | None = None) -> Actions:
         n = next(iter(obs.values())).shape[0]
         k = n // len(algos)
@@ -135,7 +75,8 @@ class PopulationActor:
                  for j, (algo, rng) in enumerate(zip(algos, rngs, strict=True))]
         return explore(self.spec, self.outputs(algos, obs, k), parts)
 
-    def outputs(self, algos: list[MATD3], obs: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+    def outputs(self, algos: list[Algorithm], obs: dict[str, np.ndarray],
+                k: int) -> dict[str, np.ndarray]:
         """Every member's raw actor outputs on its own ``k`` rows, per agent: [P * k, act_dim]."""
         outs: dict[str, np.ndarray] = {}
         cpu = all(algo.device.type == "cpu" for algo in algos)
@@ -159,7 +100,7 @@ class PopulationActor:
             outs[a] = out.reshape(len(algos) * k, -1)
         return outs
 
-    def groups(self, agent: str, algos: list[MATD3]) -> list[tuple[_Stack | None, list[int]]]:
+    def groups(self, agent: str, algos: list[Algorithm]) -> list[tuple[_Stack | None, list[int]]]:
         """Members grouped by actor shape; a group of one runs on its own network (no stack)."""
         nets = [algo.actors[agent] for algo in algos]
         cached = self._groups.get(agent)

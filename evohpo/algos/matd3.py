@@ -23,23 +23,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from evohpo.algos import optim
-from evohpo.algos.acting import Actions, Part, explore
+from evohpo.algos import arch_mutations, optim
+from evohpo.algos.base import Actions, Hyperparams
+from evohpo.algos.explore import Part, explore
 from evohpo.buffer import Batch
+from evohpo.config import ArchSpace
 from evohpo.envs.registry import EnvSpec
+from evohpo.lineage import MutationRecord
 from evohpo.networks import MLP, polyak_update
-
-
-@dataclass
-class Hyperparams:
-    """The hyperparameters a member owns and evolution may change."""
-
-    lr_actor: float
-    lr_critic: float
-    batch_size: int
-    learn_step: int
-    tau: float
-    expl_noise: float
 
 
 @dataclass(frozen=True)
@@ -302,11 +293,19 @@ class MATD3:
         self.__dict__["_pairs"] = (nets, (online, target))
         return online, target
 
-    # ------------------------------------------------------------------ state
-    def networks(self) -> dict[str, Any]:
-        return {"actors": self.actors, "actor_targets": self.actor_targets,
-                "critics": self.critics, "critic_targets": self.critic_targets}
+    # ------------------------------------------------------------------ mutation
+    def mutate_architecture(self, space: ArchSpace, rng: np.random.Generator,
+                            rec: MutationRecord) -> MutationRecord:
+        """Add or remove a layer or nodes of one agent's actor or critics (targets and Adam
+        follow), within ``space``; returns ``rec`` saying what changed."""
+        return arch_mutations.mutate_architecture(self, space, rng, rec)
 
+    def mutate_activation(self, space: ArchSpace, rng: np.random.Generator,
+                          rec: MutationRecord) -> MutationRecord:
+        """Switch one agent's actor and critics to another activation from ``space``."""
+        return arch_mutations.mutate_activation(self, space, rng, rec)
+
+    # ------------------------------------------------------------------ state
     def arch(self) -> dict[str, Any]:
         """Per agent: actor and critic hidden widths, and the activation they share.
 

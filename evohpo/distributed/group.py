@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 from evohpo import config as C
-from evohpo.algos import MATD3
+from evohpo.algos import restore_algo
 from evohpo.buffer import ReplayBuffer
 from evohpo.envs import probe
 from evohpo.loggers import Logger
 from evohpo.play import Score, fitness_agents
-from evohpo.population import Member, member_from, member_meta, switches
+from evohpo.population import Member, member_from, member_meta
 from evohpo.runtime.local import LocalRuntime
 
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
@@ -125,7 +125,6 @@ class MemberGroup:
         spec = probe(c.env.name, c.env.kwargs)
         # the pool seed is the driver's to give (reset); the runtime's own is never used
         self.t = LocalRuntime(c, spec, Logger(), 0, fitness_agents(c.eval.fitness_agents, spec))
-        self.sw = switches(c)
         self.members: list[Member] = []
 
     def info(self) -> dict[str, Any]:
@@ -139,7 +138,7 @@ class MemberGroup:
         members: list[Any] = list(t.members) or [None] * t.cfg.population.size
         for slot, st in states.items():
             algo_state = {**st["algo"], "gen": generator_state(st["algo"]["gen"], t.device)}
-            algo = MATD3.from_state_dict(t.spec, self.sw, algo_state, t.device)
+            algo = restore_algo(t.cfg, t.spec, algo_state, t.device)
             members[slot] = member_from(st, algo)
         t.place(members)
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evohpo import config as C
 from evohpo.distributed import connect, require_ray

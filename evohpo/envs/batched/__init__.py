@@ -43,10 +43,4 @@ def unsupported(name: str, kwargs: dict[str, Any] | None = None) -> str | None:
     return None
 
 
-def make_batched_pool(name: str, kwargs: dict[str, Any], num_envs: int, spec: Any = None) -> Any:
-    from evohpo.envs.batched.pool import BatchedPool
-
-    return BatchedPool(name, kwargs, num_envs, spec)
-
-
-__all__ = ["SCENARIOS", "Scenario", "make_batched_pool", "unsupported"]
+__all__ = ["SCENARIOS", "Scenario", "unsupported"]

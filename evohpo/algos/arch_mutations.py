@@ -1,4 +1,4 @@
-"""Architecture and activation mutations of a MATD3 / MADDPG member that keep what it learned.
+"""Architecture and activation mutations of a MATD3 / MADDPG learner that keep what it learned.
 
 The network-level surgery lives in :mod:`evohpo.networks` (an :class:`~evohpo.networks.Edit`
 per network); this module picks what to mutate, applies the edit to everything that must follow
@@ -25,18 +25,19 @@ What mutates together, and why:
   rescaled layer after a paired identity) start with fresh moments.
 
 Randomness comes only from the numpy Generator passed in (a fixed number of draws per call).
+The learner exposes these as ``mutate_architecture`` / ``mutate_activation``; each fills in the
+:class:`~evohpo.lineage.MutationRecord` it is given with what actually happened.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
 
-from evohpo.algos.matd3 import MATD3
 from evohpo.config import ArchSpace
+from evohpo.lineage import MutationRecord
 from evohpo.networks import (
     MLP,
     Edit,
@@ -49,6 +50,9 @@ from evohpo.networks import (
     set_activation,
 )
 
+if TYPE_CHECKING:
+    from evohpo.algos.matd3 import MATD3
+
 NETWORKS = ("actor", "critic")
 OPS = ("add_node", "remove_node", "add_layer", "remove_layer")
 # when the drawn operator cannot apply: same direction on the other axis first, then the opposite
@@ -58,18 +62,6 @@ FALLBACK = {"add_node": ("add_node", "add_layer", "remove_node", "remove_layer")
             "remove_layer": ("remove_layer", "remove_node", "add_layer", "add_node")}
 MOMENTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 Opt = TypeVar("Opt", bound=torch.optim.Optimizer)
-
-
-@dataclass
-class Change:
-    """What a mutation actually did (becomes a MutationRecord)."""
-
-    kind: str                 # architecture | activation | none
-    target: str = ""          # e.g. "listener_0/critic/layer1"
-    before: Any = None
-    after: Any = None
-    op: str = ""              # e.g. "add_node +16"
-    note: str = ""
 
 
 # ----------------------------------------------------------------------------- applying edits
@@ -96,9 +88,10 @@ def carry_optimizer(opt: Opt, old: list[MLP], new: list[MLP], edits: list[Edit])
         for p, plan in zip(n.parameters(), edit.plans, strict=True):
             state = opt.state.get(olds[plan.src]) if plan.src is not None else None
             if not state:
-                continue  # a brand-new tensor: Adam initialises it lazily, as for any fresh parameter
-            new_opt.state[p] = {k: plan.moment(v) if k in MOMENTS else
-                                (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items()}
+                continue  # a brand-new tensor: Adam initialises it lazily, as any fresh one
+            new_opt.state[p] = {
+                k: plan.moment(v) if k in MOMENTS else
+                (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items()}
     return new_opt
 
 
@@ -106,7 +99,8 @@ def apply_edits(algo: MATD3, agent: str, which: str, edits: list[Edit]) -> None:
     """Replace an agent's actor (or critics) by their edited versions: targets and Adam follow."""
     online, targets = networks_of(algo, agent, which)
     new_online = [apply_edit(n, e) for n, e in zip(online, edits, strict=True)]
-    new_targets = [apply_edit(t, e).requires_grad_(False) for t, e in zip(targets, edits, strict=True)]
+    new_targets = [apply_edit(t, e).requires_grad_(False)
+                   for t, e in zip(targets, edits, strict=True)]
     opts = algo.actor_opts if which == "actor" else algo.critic_opts
     opts[agent] = carry_optimizer(opts[agent], online, new_online, edits)
     if which == "actor":
@@ -147,7 +141,8 @@ def plan_op(op: str, nets: list[MLP], space: ArchSpace, pick: int, step: int,
             m = identity_width(act, hidden[k])
             if m is not None and space.min_width <= m <= space.max_width:
                 return [e for e in (add_layer(n, k) for n in nets) if e is not None], ""
-        return None, f"an identity layer for {act} would leave [{space.min_width}, {space.max_width}] units"
+        return None, (f"an identity layer for {act} would leave "
+                      f"[{space.min_width}, {space.max_width}] units")
     if op == "remove_layer":
         if n_layers <= space.min_layers:
             return None, f"at min_layers {space.min_layers}"
@@ -163,13 +158,14 @@ def _clip_note(op: str, edit: Edit, step: int, space: ArchSpace) -> str:
     return ""
 
 
-def mutate_architecture(algo: MATD3, space: ArchSpace, rng: np.random.Generator) -> Change:
+def mutate_architecture(algo: MATD3, space: ArchSpace, rng: np.random.Generator,
+                        rec: MutationRecord) -> MutationRecord:
     """Add/remove a layer or nodes in one network of one agent, within ``space``.
 
     Draws the agent, the network, the axis (layer with probability ``layer_prob``, else nodes), the
     direction, the step and the layer. If that cannot apply (at a bound, or no exact identity
     layer for the activation), other layers, then the fallback operators, then the other networks
-    are tried; the change says what was drawn and what it became.
+    are tried; the record says what was drawn and what it became.
     """
     agents = list(algo.agents)
     i_agent = int(rng.integers(len(agents)))
@@ -198,15 +194,17 @@ def mutate_architecture(algo: MATD3, space: ArchSpace, rng: np.random.Generator)
                 notes.append(f"drew {drawn} on {first[0]}/{first[1]} ({why}); became {op}")
             if which == "critic" and len(nets) > 1:
                 notes.append("both twin critics")
-            return Change("architecture", f"{agent}/{which}/layer{edits[0].layer}", before, after,
-                          edits[0].op + _clip_note(op, edits[0], step, space), "; ".join(notes))
-    return Change("none", note=f"architecture: drew {drawn} on {first[0]}/{first[1]} ({why}); "
-                               "no operator applies to any network within mutation.arch")
+            return rec.outcome("architecture", f"{agent}/{which}/layer{edits[0].layer}", before,
+                               after, edits[0].op + _clip_note(op, edits[0], step, space),
+                               "; ".join(notes))
+    return rec.outcome("none", note=f"architecture: drew {drawn} on {first[0]}/{first[1]} ({why}); "
+                                    "no operator applies to any network within mutation.arch")
 
 
 # ----------------------------------------------------------------------------- activation
 
-def mutate_activation(algo: MATD3, space: ArchSpace, rng: np.random.Generator) -> Change:
+def mutate_activation(algo: MATD3, space: ArchSpace, rng: np.random.Generator,
+                      rec: MutationRecord) -> MutationRecord:
     """Switch one agent's actor and critics (targets too) to another activation from ``space``.
 
     Weights and Adam state are kept; the function changes (no activation swap can preserve it).
@@ -223,7 +221,9 @@ def mutate_activation(algo: MATD3, space: ArchSpace, rng: np.random.Generator) -
         for which in NETWORKS:
             nets, _ = networks_of(algo, agent, which)
             apply_edits(algo, agent, which, [set_activation(n, new) for n in nets])
-        note = "" if agent == agents[i_agent] else f"drew {agents[i_agent]}, which has no other activation to take"
-        return Change("activation", f"{agent}/actor+critic", current, new, "set_activation", note)
-    return Change("none", note="activation: mutation.arch.activations offers no activation the agents do not "
-                               "already use")
+        note = ("" if agent == agents[i_agent] else
+                f"drew {agents[i_agent]}, which has no other activation to take")
+        return rec.outcome("activation", f"{agent}/actor+critic", current, new, "set_activation",
+                           note)
+    return rec.outcome("none", note="activation: mutation.arch.activations offers no activation "
+                                    "the agents do not already use")

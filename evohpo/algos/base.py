@@ -1,0 +1,96 @@
+"""What the rest of the package uses of an algorithm: the :class:`Algorithm` protocol.
+
+Trainer, evolution, checkpoints, playback and distributed training hold members' algorithms
+as :class:`Algorithm` and build or restore them through :mod:`evohpo.algos.registry`, never by
+naming a class. This module imports nothing else of :mod:`evohpo.algos`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from evohpo.buffer import Batch
+from evohpo.config import ArchSpace
+from evohpo.envs.registry import EnvSpec
+from evohpo.lineage import MutationRecord
+from evohpo.networks import MLP
+
+Actions = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]  # (for the env, for the buffer)
+
+
+@dataclass
+class Hyperparams:
+    """The hyperparameters a member owns and evolution may change."""
+
+    lr_actor: float
+    lr_critic: float
+    batch_size: int
+    learn_step: int
+    tau: float
+    expl_noise: float
+
+
+class Algorithm(Protocol):
+    """One member's learner: decentralised actors (one per agent) and whatever trains them."""
+
+    spec: EnvSpec
+    agents: tuple[str, ...]
+    hp: Hyperparams
+    device: torch.device
+    gen: torch.Generator             # its own random stream (saved with its state)
+    actors: dict[str, MLP]           # per agent; acting reads their weights
+    critics: dict[str, list[MLP]]    # per agent
+    # moves whenever the actors' weights change in place (learning, loading, weight noise)
+    actor_version: int
+
+    def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
+            done: np.ndarray | None = None) -> Actions:
+        """Actions for a batch of envs; ``rng=None``: the deterministic policy."""
+        ...
+
+    def policy_output(self, agent: str, obs: np.ndarray) -> np.ndarray:
+        """An actor's raw output (pre-squash, or logits) for a batch of observations."""
+        ...
+
+    def noise(self, agent: str, n: int, dim: int, rng: np.random.Generator,
+              done: np.ndarray | None) -> np.ndarray:
+        """Exploration noise for ``n`` rows of one agent's continuous actions."""
+        ...
+
+    def learn(self, batch: Batch) -> dict[str, float]:
+        """One gradient step on a batch of transitions; returns its losses by name."""
+        ...
+
+    def set_hyperparams(self, **changes: Any) -> None:
+        ...
+
+    def arch(self) -> dict[str, Any]:
+        """Per agent: the networks' hidden widths and activation."""
+        ...
+
+    def num_params(self) -> int:
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        ...
+
+    def clone(self, seed: int) -> Algorithm:
+        """An independent copy with its own random stream."""
+        ...
+
+    # mutations that only the algorithm knows how to make; each returns ``rec`` (same
+    # generation and member) saying what it did, kind "none" with a note if nothing applied
+    def mutate_architecture(self, space: ArchSpace, rng: np.random.Generator,
+                            rec: MutationRecord) -> MutationRecord:
+        ...
+
+    def mutate_activation(self, space: ArchSpace, rng: np.random.Generator,
+                          rec: MutationRecord) -> MutationRecord:
+        ...

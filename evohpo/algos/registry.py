@@ -1,0 +1,88 @@
+"""The one place algorithms are named and built: from a config, or from a saved state.
+
+``cfg.algo.name`` picks the entry; everything outside :mod:`evohpo.algos` holds the result as an
+:class:`~evohpo.algos.base.Algorithm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from evohpo.algos.base import Algorithm, Hyperparams
+from evohpo.algos.matd3 import ALGOS, MATD3, Switches
+from evohpo.config import Config
+from evohpo.envs.registry import EnvSpec
+from evohpo.errors import ConfigError, closest
+
+Device = torch.device | str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """How to build an algorithm of one name (fresh, with ``seed``) and restore one (from state)."""
+
+    build: Callable[[Config, EnvSpec, int, Device], Algorithm]
+    restore: Callable[[Config, EnvSpec, dict[str, Any], Device], Algorithm]
+
+
+def switches(cfg: Config) -> Switches:
+    """The MATD3 / MADDPG switches of ``cfg.algo``: its name's defaults where a key is null."""
+    a = cfg.algo
+    preset = ALGOS[a.name]
+    return Switches(
+        twin_critics=preset["twin_critics"],
+        policy_delay=a.policy_delay if a.policy_delay is not None else preset["policy_delay"],
+        target_noise=a.target_noise if a.target_noise is not None else preset["target_noise"],
+        target_noise_clip=a.target_noise_clip, gamma=a.gamma, max_grad_norm=a.max_grad_norm,
+        gumbel_temperature=a.gumbel_temperature, noise=a.noise, ou_theta=a.ou_theta,
+        ou_dt=a.ou_dt,
+    )
+
+
+def initial_hyperparams(cfg: Config) -> Hyperparams:
+    """A member's hyperparameters at the start of a run."""
+    a = cfg.algo
+    return Hyperparams(lr_actor=a.lr_actor, lr_critic=a.lr_critic, batch_size=a.batch_size,
+                       learn_step=a.learn_step, tau=a.tau, expl_noise=a.expl_noise)
+
+
+def _build_matd3(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algorithm:
+    return MATD3(spec, initial_hyperparams(cfg), switches(cfg), cfg.algo.hidden,
+                 cfg.algo.activation, seed, device)
+
+
+def _restore_matd3(cfg: Config, spec: EnvSpec, state: dict[str, Any],
+                   device: Device) -> Algorithm:
+    return MATD3.from_state_dict(spec, switches(cfg), state, device)
+
+
+_MATD3 = Entry(_build_matd3, _restore_matd3)
+REGISTRY: dict[str, Entry] = {name: _MATD3 for name in ALGOS}  # maddpg is MATD3, switches off
+
+
+def algo_names() -> tuple[str, ...]:
+    """The names ``algo.name`` may take."""
+    return tuple(REGISTRY)
+
+
+def entry(name: str) -> Entry:
+    """The registry's entry for algorithm ``name``."""
+    if name not in REGISTRY:
+        raise ConfigError(f"config key 'algo.name': unknown algorithm {name!r}"
+                          f"{closest(name, algo_names())}; known: {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def build_algo(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algorithm:
+    """A fresh algorithm of ``cfg.algo`` for ``spec``, initialised from ``seed``."""
+    return entry(cfg.algo.name).build(cfg, spec, seed, device)
+
+
+def restore_algo(cfg: Config, spec: EnvSpec, state: dict[str, Any], device: Device) -> Algorithm:
+    """An algorithm of ``cfg.algo`` holding ``state`` (as its ``state_dict`` gave it), networks
+    of the saved shapes."""
+    return entry(cfg.algo.name).restore(cfg, spec, state, device)
