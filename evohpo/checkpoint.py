@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +30,31 @@ class CheckpointError(EvohpoError):
     exit_code = 2
 
 
+def map_tree(obj: Any, leaf: Callable[[Any], Any], tuples_as_lists: bool = False) -> Any:
+    """``leaf`` applied to every leaf of nested dicts, lists and tuples."""
+    if isinstance(obj, dict):
+        return {k: map_tree(v, leaf, tuples_as_lists) for k, v in obj.items()}
+    if isinstance(obj, list) or (tuples_as_lists and isinstance(obj, tuple)):
+        return [map_tree(v, leaf, tuples_as_lists) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(map_tree(v, leaf) for v in obj)
+    return leaf(obj)
+
+
+def _tensor(x: Any) -> Any:
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(x))
+    return x.item() if isinstance(x, np.generic) else x
+
+
 def tensorize(obj: Any) -> Any:
     """numpy arrays -> tensors, recursively (torch's safe loader accepts tensors, not arrays)."""
-    if isinstance(obj, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(obj))
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, dict):
-        return {k: tensorize(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [tensorize(v) for v in obj]
-    return obj
+    return map_tree(obj, _tensor, tuples_as_lists=True)
 
 
 def numpify(obj: Any) -> Any:
     """tensors -> numpy arrays, recursively (for env actions and the replay memory)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.cpu().numpy()
-    if isinstance(obj, dict):
-        return {k: numpify(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [numpify(v) for v in obj]
-    return obj
+    return map_tree(obj, lambda x: x.cpu().numpy() if isinstance(x, torch.Tensor) else x)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -74,13 +74,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from evohpo.envs import ENVS, probe
+    from evohpo.envs import MPE2_ENVS, probe
 
-    for name in ENVS:
+    for name in MPE2_ENVS:
         specs = {mode: probe(name, {"continuous_actions": mode == "continuous"})
                  for mode in ("discrete", "continuous")}
         d = specs["discrete"]
-        print(f"{name}  ({ENVS[name]}, {len(d.agents)} agents, action modes: discrete, continuous)")
+        print(f"{name}  ({MPE2_ENVS[name]}, {len(d.agents)} agents, action modes: discrete, continuous)")
         for a in d.agents:
             s, c = d[a], specs["continuous"][a]
             print(f"    {a:<18} obs {s.obs_dim:>3}   discrete {s.act_dim}   continuous Box[0,1]^{c.act_dim}")

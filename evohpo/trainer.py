@@ -134,6 +134,7 @@ class Trainer:
         stop = evolve and self.target_reached(scores)
         records = self.evolve(scores) if evolve and not stop else []
         self.log_generation(scores, records)
+        self.next_window()
         return stop
 
     def evaluate(self) -> list[Score]:
@@ -179,8 +180,10 @@ class Trainer:
         self.log.progress(s.env_steps, {"gen": s.generation, "best": f"{fitness[best]:.2f}",
                                         "mean": f"{np.mean(fitness):.2f}"})
         self.last_metrics = m
-        s.generation += 1
-        s.window_steps = 0
+
+    def next_window(self) -> None:
+        self.state.generation += 1
+        self.state.window_steps = 0
         self.window_start = time.perf_counter()
         self.runtime.new_window()
 

@@ -12,7 +12,7 @@ import pytest
 from evohpo import config as C
 from evohpo.buffer import ReplayBuffer
 from evohpo.cli import main
-from evohpo.envs import ENVS, make_env, make_pool, probe
+from evohpo.envs import MPE2_ENVS, make_env, make_pool, probe
 from evohpo.envs.pool import episode_seed
 from evohpo.trainer import Trainer
 
@@ -132,7 +132,7 @@ def test_target_fitness_stops_early(tmp_path: Path) -> None:
     assert len(ms) == 1 and ms[0]["env_steps"] == 32
 
 
-MODES = [(env, cont) for env in ENVS for cont in (False, True)]
+MODES = [(env, cont) for env in MPE2_ENVS for cont in (False, True)]
 
 
 @pytest.mark.parametrize(("env", "continuous"), MODES, ids=[f"{e}-{'cont' if c else 'disc'}" for e, c in MODES])

@@ -30,6 +30,7 @@ import torch
 from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.buffer import ReplayBuffer, human_bytes
+from evohpo.checkpoint import map_tree
 from evohpo.distributed import ActorLost, connect, require_ray, resolve_resources
 from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state
 from evohpo.envs.registry import EnvSpec
@@ -48,13 +49,8 @@ def first_line(e: BaseException) -> str:
 
 def writable(obj: Any) -> Any:
     """Copies of the read-only arrays Ray hands out (zero-copy views of its object store)."""
-    if isinstance(obj, np.ndarray):
-        return obj if obj.flags.writeable else obj.copy()
-    if isinstance(obj, dict):
-        return {k: writable(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [writable(v) for v in obj]
-    return obj
+    return map_tree(obj, lambda x: x.copy() if isinstance(x, np.ndarray) and not x.flags.writeable
+                    else x)
 
 
 class RayRuntime(Runtime):

@@ -23,6 +23,7 @@ import torch
 from evohpo import config as C
 from evohpo.algos import restore_algo
 from evohpo.buffer import ReplayBuffer
+from evohpo.checkpoint import map_tree
 from evohpo.envs import probe
 from evohpo.loggers import Logger
 from evohpo.play import Score, fitness_agents
@@ -55,13 +56,7 @@ def group_config(cfg: C.Config, num_actors: int, gpus: float = 0.0) -> C.Config:
 
 
 def to_cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [to_cpu(v) for v in obj]
-    return obj
+    return map_tree(obj, lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x)
 
 
 def generator_fits(state: torch.Tensor, device: torch.device) -> bool:

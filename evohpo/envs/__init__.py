@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from evohpo.envs.pool import StepResult, SyncPool, VectorPool
-from evohpo.envs.registry import ENVS, EnvSpec, env_fn, make_env, probe, spec_of
+from evohpo.envs.registry import MPE2_ENVS, EnvSpec, env_fn, make_env, probe, spec_of
 from evohpo.errors import ConfigError
 
-__all__ = ["BACKENDS", "ENVS", "EnvSpec", "StepResult", "SyncPool", "VectorPool", "env_fn", "make_env",
+__all__ = ["BACKENDS", "MPE2_ENVS", "EnvSpec", "StepResult", "SyncPool", "VectorPool", "env_fn", "make_env",
            "make_pool", "probe", "resolve_backend", "spec_of"]
 
 BACKENDS = ("auto", "pettingzoo", "batched")

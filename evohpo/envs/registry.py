@@ -32,7 +32,6 @@ MPE2_ENVS: dict[str, str] = {
     "simple_formation": "mpe2.simple_formation_v1",
     "simple_line": "mpe2.simple_line_v1",
 }
-ENVS = MPE2_ENVS
 # envs given to the Python API as callables that cannot be imported by name (a lambda, a closure)
 CALLABLE_ENVS: dict[str, Callable[..., Any]] = {}
 
