@@ -48,7 +48,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run)
     cfg, spec, algo, info = playback.load_member(run_dir, args.member)
-    episodes = args.episodes or cfg.eval.episodes
+    episodes = args.episodes or info.get("episodes") or cfg.eval.episodes
     if args.render:
         frames = playback.render(cfg, algo, args.render, args.seed)
         if frames:

@@ -13,16 +13,35 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from evohpo.config import MutationConfig
+from evohpo import space
+from evohpo.config import EvolutionConfig, MutationConfig
 from evohpo.lineage import MutationRecord
 
-__all__ = ["INT_HPS", "KINDS", "OPERATORS", "HyperparamChange", "MutationRecord", "choose_kind",
-           "mutate", "mutate_hyperparameter", "mutate_weights", "select"]
+__all__ = [
+    "INT_HPS",
+    "KINDS",
+    "OPERATORS",
+    "STRATEGIES",
+    "HyperparamChange",
+    "MutationRecord",
+    "Offspring",
+    "child_seed",
+    "choose_kind",
+    "clone",
+    "mutate",
+    "mutate_hyperparameter",
+    "mutate_weights",
+    "next_generation",
+    "select",
+    "tournament",
+    "truncation",
+]
 
 # each kind's relative probability is the MutationConfig field of the same name; the order
 # is the order of the draw (keep it: same seed, same kinds)
@@ -178,3 +197,125 @@ def mutate(member: Any, cfg: MutationConfig, generation: int,
     rec = MutationRecord(generation=generation, member_id=member.id, parent_id=member.parent_id,
                          kind=kind)
     return OPERATORS[kind](member, cfg, rng, rec)
+
+
+# ----------------------------------------------------------------------------- strategies
+
+@dataclass
+class Offspring:
+    """The next generation, slot by slot, what made each member, and the next free id."""
+
+    members: list[Any]
+    records: list[MutationRecord]
+    next_id: int
+
+
+def child_seed(rng: np.random.Generator) -> int:
+    return int(rng.integers(0, 2**62))
+
+
+def clone(parent: Any, child_id: int, generation: int, rng: np.random.Generator) -> Any:
+    """A copy of ``parent`` (weights, targets, optimizer state, hyperparameters) with its own id
+    and random streams, born into the next generation."""
+    seed = child_seed(rng)
+    return dataclasses.replace(parent, id=child_id, parent_id=parent.id,
+                               algo=parent.algo.clone(seed), rng=np.random.default_rng(seed),
+                               born=generation + 1, fitness=[])
+
+
+def diverged_records(members: list[Any], generation: int) -> list[MutationRecord]:
+    return [MutationRecord(generation, m.id, m.parent_id, "diverged", note=m.diverged_why)
+            for m in members if m.diverged]
+
+
+def tournament(members: list[Any], fitness: list[float], se: list[float], generation: int,
+               next_id: int, ev: EvolutionConfig, mut: MutationConfig,
+               rng: np.random.Generator) -> Offspring:
+    """Tournament selection with elitism, then every member but the elite is a mutated clone.
+
+    A diverged member is never a parent: the best healthy member takes its place.
+    """
+    parents = select(fitness, ev.tournament_size, ev.elitism, rng)
+    best = max(range(len(fitness)), key=lambda i: (not members[i].diverged, fitness[i], -i))
+    parents = [best if members[p].diverged else p for p in parents]
+    new_members: list[Any] = []
+    records = diverged_records(members, generation)
+    for slot, p in enumerate(parents):
+        parent = members[p]
+        if slot == 0 and ev.elitism:
+            new_members.append(parent)
+            records.append(MutationRecord(generation, parent.id, parent.parent_id, "elite",
+                                          note=f"fitness {fitness[p]:.3f}"))
+            continue
+        child = clone(parent, next_id, generation, rng)
+        next_id += 1
+        rec = mutate(child, mut, generation, rng)
+        rec.note = (rec.note + f"; parent fitness {fitness[p]:.3f}").lstrip("; ")
+        records.append(rec)
+        new_members.append(child)
+    return Offspring(new_members, records, next_id)
+
+
+def truncation(members: list[Any], fitness: list[float], se: list[float], generation: int,
+               next_id: int, ev: EvolutionConfig, mut: MutationConfig,
+               rng: np.random.Generator) -> Offspring:
+    """PBT (Jaderberg et al. 2017, https://arxiv.org/abs/1711.09846): the bottom
+    ``evolution.quantile`` of the population copies a member of the top quantile (weights,
+    optimizer state, hyperparameters), then explores: every mutable hyperparameter is resampled
+    from the search space (``evolution.resample_probability``) or perturbed by a factor. The
+    others go on unchanged.
+
+    Noise-aware: a member is replaced only when it is worse than the one it would copy by more
+    than ``evolution.min_gap`` standard errors of their difference (a diverged member always).
+    """
+    n = len(members)
+    q = max(1, min(n // 2, round(ev.quantile * n)))
+    order = sorted(range(n), key=lambda i: (not members[i].diverged, _key(fitness[i]), -i))
+    bottom, top = order[:q], [i for i in order[-q:] if not members[i].diverged]
+    records = diverged_records(members, generation)
+    new_members = list(members)
+    replaced = set()
+    for b in bottom if top else []:
+        t = top[int(rng.integers(len(top)))]
+        if not members[b].diverged and not worse_beyond(fitness[b], se[b], fitness[t], se[t],
+                                                        ev.min_gap):
+            continue
+        child = clone(members[t], next_id, generation, rng)
+        next_id += 1
+        hp = child.algo.hp
+        changes, ops = space.explore(hp, mut.bounds, mut.factors, ev.resample_probability, rng)
+        before = {k: getattr(hp, k) for k in changes}
+        child.algo.set_hyperparams(**changes)
+        note = (f"replaces member {members[b].id} (fitness {fitness[b]:.3f}); parent fitness "
+                f"{fitness[t]:.3f}")
+        records.append(MutationRecord(
+            generation, child.id, child.parent_id, "hyperparameters" if changes else "none",
+            target=",".join(changes), before=before or None, after=changes or None,
+            op=", ".join(f"{k} {v}" for k, v in ops.items()), note=note))
+        new_members[b] = child
+        replaced.add(b)
+    for i, m in enumerate(members):
+        if i not in replaced and not m.diverged:
+            records.append(MutationRecord(generation, m.id, m.parent_id, "elite",
+                                          note=f"fitness {fitness[i]:.3f}; kept"))
+    return Offspring(new_members, records, next_id)
+
+
+def worse_beyond(f: float, f_se: float, other: float, other_se: float, gap: float) -> bool:
+    """Whether ``f`` is below ``other`` by more than ``gap`` standard errors of the difference."""
+    if f != f or f == -math.inf:
+        return True
+    spread = math.sqrt(sum(x * x for x in (f_se, other_se) if x == x))
+    return other - f > gap * spread
+
+
+Strategy = Callable[[list[Any], list[float], list[float], int, int, EvolutionConfig,
+                     MutationConfig, np.random.Generator], Offspring]
+STRATEGIES: dict[str, Strategy] = {"tournament": tournament, "truncation": truncation}
+
+
+def next_generation(members: list[Any], fitness: list[float], se: list[float], generation: int,
+                    next_id: int, ev: EvolutionConfig, mut: MutationConfig,
+                    rng: np.random.Generator) -> Offspring:
+    """The next generation by ``evolution.strategy``."""
+    return STRATEGIES[ev.strategy](members, fitness, se, generation, next_id, ev, mut, rng)

@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from evohpo import space
 from evohpo.algos import Algorithm, Hyperparams, build_algo
-from evohpo.config import Config, EvolutionConfig, MutationConfig
+from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
-from evohpo.evolution import MutationRecord, mutate, select
+from evohpo.evolution import MutationRecord, child_seed
 
 
 @dataclass
@@ -33,18 +34,21 @@ class Member:
         return self.algo.hp
 
 
-def child_seed(rng: np.random.Generator) -> int:
-    return int(rng.integers(0, 2**62))
-
-
 def make_population(cfg: Config, spec: EnvSpec, rng: np.random.Generator,
-                    device: torch.device) -> list[Member]:
-    members = []
-    for i in range(cfg.population.size):
+                    device: torch.device) -> tuple[list[Member], list[MutationRecord]]:
+    """The first generation (``population.init``: the preset, or a sample of the search space)
+    and a ``birth`` record per member with its starting hyperparameters and hidden sizes."""
+    members, records = [], []
+    for i, start in enumerate(space.starts(cfg, rng)):
         seed = child_seed(rng)
-        algo = build_algo(cfg, spec, seed, device)
+        own = dataclasses.replace(cfg, algo=dataclasses.replace(
+            cfg.algo, hidden=start.hidden, **start.hyperparams)) if start.sampled else cfg
+        algo = build_algo(own, spec, seed, device)
         members.append(Member(id=i, parent_id=None, algo=algo, rng=np.random.default_rng(seed)))
-    return members
+        records.append(MutationRecord(0, i, None, "birth", target="hyperparameters",
+                                      after={**start.hyperparams, "hidden": start.hidden},
+                                      op="sample" if start.sampled else "preset"))
+    return members, records
 
 
 # ----------------------------------------------------------------------------- the one serialiser
@@ -72,43 +76,3 @@ def rng_from(state: dict[str, Any]) -> np.random.Generator:
     bitgen = getattr(np.random, state["bit_generator"])()
     bitgen.state = state
     return np.random.Generator(bitgen)
-
-
-# ----------------------------------------------------------------------------- the next generation
-
-@dataclass
-class Offspring:
-    members: list[Member]
-    records: list[MutationRecord]
-    next_id: int
-
-
-def next_generation(members: list[Member], fitness: list[float], generation: int, next_id: int,
-                    ev: EvolutionConfig, mut: MutationConfig, rng: np.random.Generator) -> Offspring:
-    """Tournament selection with elitism, then every member but the elite is a mutated clone.
-
-    A diverged member is never a parent: the best healthy member takes its place.
-    """
-    parents = select(fitness, ev.tournament_size, ev.elitism, rng)
-    best = max(range(len(fitness)), key=lambda i: (not members[i].diverged, fitness[i], -i))
-    parents = [best if members[p].diverged else p for p in parents]
-    new_members: list[Member] = []
-    records = [MutationRecord(generation, m.id, m.parent_id, "diverged", note=m.diverged_why)
-               for m in members if m.diverged]
-    for slot, p in enumerate(parents):
-        parent = members[p]
-        if slot == 0 and ev.elitism:
-            new_members.append(parent)
-            records.append(MutationRecord(generation, parent.id, parent.parent_id, "elite",
-                                          note=f"fitness {fitness[p]:.3f}"))
-            continue
-        seed = child_seed(rng)
-        child = dataclasses.replace(parent, id=next_id, parent_id=parent.id,
-                                    algo=parent.algo.clone(seed), rng=np.random.default_rng(seed),
-                                    born=generation + 1, fitness=[])
-        next_id += 1
-        rec = mutate(child, mut, generation, rng)
-        rec.note = (rec.note + f"; parent fitness {fitness[p]:.3f}").lstrip("; ")
-        records.append(rec)
-        new_members.append(child)
-    return Offspring(new_members, records, next_id)

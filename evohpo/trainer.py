@@ -2,7 +2,7 @@
 
 The loop decides *when* things happen; the runtime (:mod:`evohpo.runtime`) decides *how* they
 run: locally (one pool, one replay memory) or on Ray (member groups in actors). Scoring is
-:mod:`evohpo.play`'s, the next generation :func:`evohpo.population.next_generation`'s, the logged
+:mod:`evohpo.play`'s, the next generation :func:`evohpo.evolution.next_generation`'s, the logged
 metrics :func:`evohpo.metrics.generation_metrics`'s, and what a checkpoint holds
 :class:`evohpo.state.RunState`'s plus the runtime's.
 """
@@ -25,11 +25,11 @@ from evohpo import checkpoint
 from evohpo.config import Config, to_dict
 from evohpo.envs import probe
 from evohpo.errors import Diverged, Interrupted
-from evohpo.evolution import MutationRecord
+from evohpo.evolution import MutationRecord, child_seed, next_generation
 from evohpo.loggers import Logger
 from evohpo.metrics import Window, best_index, generation_metrics
 from evohpo.play import Score, fitness_agents
-from evohpo.population import Member, child_seed, make_population, next_generation
+from evohpo.population import Member, make_population
 from evohpo.runtime import Runtime
 from evohpo.state import RunState
 
@@ -73,7 +73,8 @@ class Trainer:
         agents = fitness_agents(cfg.eval.fitness_agents, self.spec)
         self.runtime = (runtime or runtime_class(cfg))(
             cfg, self.spec, self.log, int(pool_ss.generate_state(1)[0]), agents, run_dir)
-        members = make_population(cfg, self.spec, np.random.default_rng(pop_ss), self.runtime.device)
+        members, self.births = make_population(cfg, self.spec, np.random.default_rng(pop_ss),
+                                               self.runtime.device)
         self.state = RunState(eval_rng=np.random.default_rng(eval_ss),
                               evo_rng=np.random.default_rng(evo_ss), members=members,
                               next_id=cfg.population.size)
@@ -130,9 +131,10 @@ class Trainer:
     def end_window(self, evolve: bool) -> bool:
         """Score the members, keep the best, select and mutate, log. True: the target is reached."""
         scores = self.evaluate()
-        self.save_best(scores)
+        self.keep_best(scores)
         stop = evolve and self.target_reached(scores)
         records = self.evolve(scores) if evolve and not stop else []
+        records, self.births = self.births + records, []  # a new run: where each member started
         self.log_generation(scores, records)
         self.next_window()
         return stop
@@ -160,7 +162,8 @@ class Trainer:
 
     def evolve(self, scores: list[Score]) -> list[MutationRecord]:
         s = self.state
-        out = next_generation(s.members, [sc.fitness for sc in scores], s.generation, s.next_id,
+        out = next_generation(s.members, [sc.fitness for sc in scores],
+                              [sc.std_error for sc in scores], s.generation, s.next_id,
                               self.cfg.evolution, self.mutation_cfg, s.evo_rng)
         s.members, s.next_id = out.members, out.next_id
         self.runtime.place(s.members)
@@ -170,11 +173,10 @@ class Trainer:
         s, now = self.state, time.perf_counter()
         fitness = [sc.fitness for sc in scores]
         best = best_index(fitness)
-        s.best_ever = max(s.best_ever, fitness[best])
         pop_steps = s.window_steps * self.cfg.env.num_envs / self.runtime.k
         m = generation_metrics(Window(
             s.generation, self.elapsed(now), now - self.window_start, pop_steps, self.evaluated,
-            scores, self.runtime.window(), s.best_ever, records))
+            scores, self.runtime.window(), s.best_ever, records, self.confirmed))
         self.log.log(m, s.env_steps)
         self.log.lineage([r.to_json() for r in records])
         self.log.progress(s.env_steps, {"gen": s.generation, "best": f"{fitness[best]:.2f}",
@@ -200,18 +202,33 @@ class Trainer:
         """Continue from a checkpoint's state (of a trainer built with the same config)."""
         self.state = RunState.from_checkpoint(self.cfg, self.spec, meta, tensors,
                                               self.runtime.device)
+        self.births = []  # written when the run began
         self.runtime.load_state_dict(meta, tensors)
 
-    def save_best(self, scores: list[Score]) -> None:
-        """Keep the best member ever seen (its networks and record) in checkpoints/best.pt."""
-        best = best_index([sc.fitness for sc in scores])
-        s, fitness = self.state, scores[best].fitness
-        if self.run_dir is None or not self.cfg.checkpoint.enabled or not fitness > s.best_ever:
+    def keep_best(self, scores: list[Score]) -> None:
+        """The generation's best member, re-scored on ``eval.confirm_episodes`` fresh episodes,
+        becomes the best ever (and checkpoints/best.pt) if its confirmed fitness is higher.
+
+        Confirming on fresh episodes keeps the best ever honest: the highest of many noisy
+        estimates overstates its member; an estimate on new episodes does not.
+        """
+        s, best = self.state, best_index([sc.fitness for sc in scores])
+        self.confirmed: Score | None = None
+        seed, episodes, sc = self.eval_seed, self.cfg.eval.episodes, scores[best]
+        if self.cfg.eval.confirm_episodes and not self.evaluated[best].diverged:
+            seed = int(np.random.SeedSequence([self.eval_seed, 1]).generate_state(1)[0])
+            sc = self.confirmed = self.runtime.confirm(best, seed)
+            episodes = self.cfg.eval.confirm_episodes
+        if not sc.fitness > s.best_ever:
+            return
+        s.best_ever = sc.fitness
+        if self.run_dir is None or not self.cfg.checkpoint.enabled:
             return
         m: Member = self.evaluated[best]
         meta = {"config": to_dict(self.cfg), "generation": s.generation, "env_steps": s.env_steps,
-                "member": {"id": m.id, "parent_id": m.parent_id, "fitness": fitness,
-                           "per_agent": scores[best].per_agent, "eval_seed": self.eval_seed,
+                "member": {"id": m.id, "parent_id": m.parent_id, "fitness": sc.fitness,
+                           "per_agent": sc.per_agent, "eval_seed": seed, "episodes": episodes,
+                           "fitness_se": sc.std_error, "screened_fitness": scores[best].fitness,
                            "hyperparams": dataclasses.asdict(m.hp), "arch": m.algo.arch()}}
         self.write(self.run_dir / "checkpoints" / "best.pt", meta, {"algo": m.algo.state_dict()})
 

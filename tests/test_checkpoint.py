@@ -134,7 +134,7 @@ def test_eval_reproduces_trainer_fitness_and_export_acts_identically(tmp_path: P
     meta, _ = checkpoint.load(run / "checkpoints" / "best.pt")
     best = meta["member"]
     cfg, spec, algo, _ = playback.load_member(run, "best")
-    returns = play.play(cfg, algo, spec, cfg.eval.episodes, best["eval_seed"])
+    returns = play.play(cfg, algo, spec, best["episodes"], best["eval_seed"])
     for a in spec.agents:
         assert returns[a].mean() == pytest.approx(best["per_agent"][a], abs=1e-9)
     assert sum(returns[a].mean() for a in spec.agents) == pytest.approx(best["fitness"], abs=1e-9)

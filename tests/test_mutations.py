@@ -572,7 +572,7 @@ def test_trainer_logs_the_architectures_the_lineage_describes(tmp_path: Path) ->
     metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     lineage = [json.loads(x) for x in (tmp_path / "lineage.jsonl").read_text().splitlines()]
     arch_recs = [r for r in lineage if r["kind"] == "architecture"]
-    assert arch_recs and all(r["kind"] in ("architecture", "elite") for r in lineage)
+    assert arch_recs and all(r["kind"] in ("birth", "architecture", "elite") for r in lineage)
     assert metrics[-1]["evo/architecture"] >= 0 and "evo/activation" in metrics[-1]
     for r in arch_recs:  # the child's architecture, logged the next generation, is the record's "after"
         agent, which, _ = r["target"].split("/")

@@ -113,8 +113,9 @@ def test_budget_windows_and_final_evaluation(tmp_path: Path) -> None:
     assert {r["generation"] for r in lineage} == {0, 1}
     assert sum(r["kind"] == "elite" for r in lineage) == 2
     for r in lineage:
-        assert r["kind"] in {"elite", "none", "hyperparameters", "weights", "architecture", "activation"}
-        if r["kind"] != "elite":
+        assert r["kind"] in {"birth", "elite", "none", "hyperparameters", "weights", "architecture",
+                             "activation"}
+        if r["kind"] not in ("elite", "birth"):
             assert r["parent_id"] is not None and r["member_id"] >= 2
 
 

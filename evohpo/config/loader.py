@@ -289,6 +289,9 @@ def validate(cfg: Config) -> None:
         if b.min > b.max:
             raise ConfigError(
                 f"config key 'mutation.bounds.{f.name}': min {b.min} is above max {b.max}")
+        if b.scale == "log" and b.min <= 0:
+            raise ConfigError(f"config key 'mutation.bounds.{f.name}.scale': 'log' needs a "
+                              f"positive min, not {b.min:g}; use scale: linear")
         whole = f.name in ("batch_size", "learn_step")
         if whole and (math.ceil(b.min) > math.floor(b.max) or b.min < 1):
             raise ConfigError(f"config key 'mutation.bounds.{f.name}': [{b.min}, {b.max}] must "

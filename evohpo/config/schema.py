@@ -81,18 +81,20 @@ class AlgoConfig:
 class Bound:
     min: float = _f(0.0, "lower bound")
     max: float = _f(1.0, "upper bound")
-    mutate: bool = _f(True, "whether hyperparameter mutation may change it")
+    mutate: bool = _f(True, "whether evolution may change it (and population.init: sample draw it)")
+    scale: Literal["log", "linear"] = _f(
+        "log", "how it is sampled and resampled: log (uniform in its logarithm) or linear")
 
 
 @dataclass(frozen=True)
 class HyperparamSpace:
-    lr_actor: Bound = _f(Bound(1e-5, 1e-2), "bounds of lr_actor")
-    lr_critic: Bound = _f(Bound(1e-5, 1e-2), "bounds of lr_critic")
+    lr_actor: Bound = _f(Bound(1e-5, 1e-2), "range of lr_actor")
+    lr_critic: Bound = _f(Bound(1e-5, 1e-2), "range of lr_critic")
     batch_size: Bound = _f(
-        Bound(32, 1024), "bounds of batch_size (the max is clipped at buffer.capacity)")
-    learn_step: Bound = _f(Bound(10, 400), "bounds of learn_step")
-    tau: Bound = _f(Bound(1e-3, 0.1), "bounds of tau")
-    expl_noise: Bound = _f(Bound(0.0, 0.5), "bounds of expl_noise")
+        Bound(32, 1024), "range of batch_size (the max is clipped at buffer.capacity)")
+    learn_step: Bound = _f(Bound(10, 400), "range of learn_step")
+    tau: Bound = _f(Bound(1e-3, 0.1), "range of tau")
+    expl_noise: Bound = _f(Bound(0.0, 0.5, scale="linear"), "range of expl_noise")
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,8 @@ class MutationConfig:
         0.05, "std of weight noise, relative to each tensor's std", lo=0, lo_open=True)
     weight_fraction: float = _f(
         0.1, "fraction of actor weights that receive noise", lo=0, hi=1, lo_open=True)
-    bounds: HyperparamSpace = _f(HyperparamSpace(), "bounds of each mutable hyperparameter")
+    bounds: HyperparamSpace = _f(
+        HyperparamSpace(), "the search space: range and scale of each mutable hyperparameter")
     arch: ArchSpace = _f(
         ArchSpace(), "bounds and steps of architecture and activation mutations")
 
@@ -143,11 +146,28 @@ class MutationConfig:
 @dataclass(frozen=True)
 class PopulationConfig:
     size: int = _f(4, "members in the population", lo=1)
+    init: Literal["preset", "sample"] = _f(
+        "preset", "how members start: preset (every member at the algo.* values) or sample (a "
+        "Latin hypercube over mutation.bounds and the mutation.arch layers and widths)")
+    keep_preset: bool = _f(True, "with init: sample, member 0 starts at the preset")
 
 
 @dataclass(frozen=True)
 class EvolutionConfig:
     evo_steps: int = _f(10_000, "env steps each member collects per evolution window", lo=1)
+    strategy: Literal["tournament", "truncation"] = _f(
+        "tournament", "tournament: tournament selection with elitism, every other member a "
+        "mutated clone; truncation: PBT, the bottom quantile copies the top quantile and "
+        "perturbs or resamples every mutable hyperparameter")
+    quantile: float = _f(0.25, "truncation: the share of members replaced (and copied from)",
+                         lo=0, hi=0.5, lo_open=True)
+    resample_probability: float = _f(
+        0.25, "truncation: the chance that a hyperparameter is resampled from its range rather "
+        "than perturbed by a mutation.factors factor", lo=0, hi=1)
+    min_gap: float = _f(
+        1.0, "truncation: a member is replaced only when worse than its replacement's parent by "
+        "more than this many standard errors of the fitness difference (0: whenever worse)",
+        lo=0)
     tournament_size: int = _f(2, "members drawn per tournament", lo=1)
     elitism: bool = _f(True, "the best member survives unchanged")
     learning_delay: int = _f(2_000, "population env steps before anyone learns", lo=0)
@@ -157,6 +177,9 @@ class EvolutionConfig:
 @dataclass(frozen=True)
 class EvalConfig:
     episodes: int = _f(8, "complete, noise-free episodes per member per evaluation", lo=1)
+    confirm_episodes: int = _f(
+        100, "fresh episodes on which each generation's best member is re-evaluated before it "
+        "can become checkpoints/best.pt and eval/best_ever (0: no confirmation)", lo=0)
     fitness_agents: list[str] | None = _f(
         None, "agents whose returns are summed into fitness (null: all)")
 
