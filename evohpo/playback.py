@@ -14,7 +14,8 @@ from torch import nn
 from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.algos import MATD3
-from evohpo.envs import make_env, make_pool, probe
+from evohpo.envs import make_pool, probe
+from evohpo.envs.factory import make_render_env
 from evohpo.envs.registry import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
 
@@ -81,7 +82,7 @@ def render(cfg: C.Config, algo: MATD3, target: str, seed: int) -> int:
                           "write a file instead, e.g. --render episode.gif")
     if not human and not target.lower().endswith(".gif"):
         raise ConfigError(f"--render {target!r}: give a .gif file name, or 'human'")
-    env = make_env(cfg.env.name, {**cfg.env.kwargs, "render_mode": "human" if human else "rgb_array"})
+    env = make_render_env(cfg.env.name, cfg.env.kwargs, "human" if human else "rgb_array")
     frames: list[np.ndarray] = []
     try:
         obs, _ = env.reset(seed=seed)
@@ -99,16 +100,9 @@ def render(cfg: C.Config, algo: MATD3, target: str, seed: int) -> int:
         env.close()
     if human:
         return 0
-    from PIL import Image, ImageDraw
+    from evohpo.animation import write_gif
 
-    images = []
-    for t, f in enumerate(frames):
-        im = Image.fromarray(np.asarray(f, np.uint8))
-        # a step counter: shows where the episode is (and keeps still frames as frames)
-        ImageDraw.Draw(im).text((8, 8), f"step {t}/{len(frames) - 1}", fill=(0, 0, 0))
-        images.append(im)
-    images[0].save(target, save_all=True, append_images=images[1:], duration=100, loop=0)
-    return len(images)
+    return write_gif(frames, target)  # a step counter shows where the episode is
 
 
 class ExportedActor(nn.Module):
