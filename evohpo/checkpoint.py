@@ -147,6 +147,17 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any]
     return meta, obj.get("tensors", {})
 
 
+def load_latest(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The checkpoint ``--resume`` continues from; a run stopped before its first one is told how
+    to start afresh."""
+    path = run_dir / "checkpoints" / "latest.pt"
+    if not path.exists():
+        raise CheckpointError(f"run {str(run_dir)!r} has no checkpoint to resume from (it stopped before "
+                              f"its first one); start it afresh with: evohpo train --config "
+                              f"{run_dir / 'config.yaml'} --run-dir {run_dir} --overwrite")
+    return load(path)
+
+
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
     return dict(rng.bit_generator.state)
 

@@ -14,6 +14,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from evohpo import config as C
+from evohpo import paths
+from evohpo.argtypes import WandbMode, whole
 from evohpo.errors import ConfigError, EvohpoError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -122,13 +124,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     state = None
     if args.resume:
         run_dir, cfg = resume_config(args)
+        paths.run_dir_writable(run_dir, "--resume")
         cfg = with_backend(cfg, args)
         trainer_cls = trainer_class(cfg)
-        state = checkpoint.load(run_dir / "checkpoints" / "latest.pt")
+        state = checkpoint.load_latest(run_dir)
         meta = state[0]
         if cfg.steps <= meta["env_steps"]:
-            raise ConfigError(f"the run already has {meta['env_steps']:,} env steps; pass --steps N with N "
-                              f"above that to extend its budget (it was {cfg.steps:,})")
+            given = (f"--steps {cfg.steps:,} is not above it" if args.steps is not None
+                     else f"its budget is {cfg.steps:,}")
+            raise ConfigError(f"the run already has {meta['env_steps']:,} env steps ({given}); pass "
+                              "--steps N with N above that to extend its budget")
         checkpoint.truncate_run_files(run_dir, meta["files"])
         notes.append(f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps")
     else:
@@ -188,7 +193,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run)
     cfg, spec, algo, info = playback.load_member(run_dir, args.member)
-    episodes = args.episodes or cfg.eval.episodes
+    if args.render and args.render != "human":  # said before the episode plays, not after
+        paths.output_file(Path(args.render), "--render", make_parent=True)
+    episodes = cfg.eval.episodes if args.episodes is None else args.episodes
     if args.render:
         frames = playback.render(cfg, algo, args.render, args.seed)
         if frames:
@@ -208,6 +215,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from evohpo import playback
 
+    paths.output_dir(Path(args.out), "--out")
     for p in playback.export(Path(args.run), Path(args.out), args.member):
         print(f"wrote {p}")
     return 0
@@ -241,8 +249,8 @@ def build_parser() -> Parser:
     t.add_argument("--algo", help="maddpg or matd3 (default from config: matd3)")
     t.add_argument("--env", help="env short name (see 'evohpo envs') or module:factory")
     t.add_argument("--config", help="YAML config file")
-    t.add_argument("--steps", type=int, help="budget: env steps for the whole population")
-    t.add_argument("--seed", type=int, help="random seed")
+    t.add_argument("--steps", type=whole("steps"), help="budget: env steps for the whole population")
+    t.add_argument("--seed", type=whole("seed"), help="random seed")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)")
     t.add_argument("--run-dir", help="run directory (default runs/<env>-<algo>-<timestamp>)")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
@@ -252,15 +260,17 @@ def build_parser() -> Parser:
                    "(sets distributed.backend; needs pip install 'evohpo[ray]')")
     t.add_argument("--ray-address", metavar="HOST:PORT", help="run on this Ray cluster (`ray start --head` "
                    "prints it); implies --backend ray; sets distributed.address")
-    t.add_argument("--wandb", nargs="?", const="online", choices=["online", "offline", "disabled"],
-                   help="log to W&B: online (a bare --wandb; needs `wandb login`) or offline (files in "
-                        "RUN_DIR/wandb, no account); sets logging.wandb.mode")
+    t.add_argument("--wandb", nargs="?", action=WandbMode, choices=["online", "offline", "disabled"],
+                   help="log to W&B: online (needs `wandb login`) or offline (files in RUN_DIR/wandb, no "
+                        "account); a bare --wandb is online unless WANDB_MODE says offline or disabled; "
+                        "sets logging.wandb.mode")
     t.set_defaults(func=cmd_train)
     ev = sub.add_parser("eval", help="evaluate (or render) a trained member of a run")
     ev.add_argument("run", help="run directory")
     ev.add_argument("--member", default="best", help="'best' (best ever) or a member id")
-    ev.add_argument("--episodes", type=int, help="episodes (default: the run's eval.episodes)")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    ev.add_argument("--episodes", type=whole("eval.episodes"),
+                    help="episodes (default: the run's eval.episodes)")
+    ev.add_argument("--seed", type=whole("seed"), default=0, help="seed of the evaluation episodes")
     ev.add_argument("--render", metavar="OUT.gif|human", help="write an animation of one episode, or show it")
     ev.set_defaults(func=cmd_eval)
     ex = sub.add_parser("export", help="export a member's actors to run without evohpo (torch.export)")
