@@ -106,7 +106,8 @@ def render(cfg: C.Config, algo: MATD3, target: str, seed: int) -> int:
 
 
 class ExportedActor(nn.Module):
-    """obs [B, obs_dim] -> action: [B, act_dim] in [low, high], or [B] int64 indices (discrete)."""
+    """obs [B, obs_dim], float32 or float64 -> action: [B, act_dim] float32 in [low, high], or [B]
+    int64 indices (discrete). One observation is a batch of one: ``obs[None]``."""
 
     def __init__(self, actor: nn.Module, spec: AgentSpec):
         super().__init__()
@@ -115,7 +116,9 @@ class ExportedActor(nn.Module):
         self.low, self.high = spec.low, spec.high
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        out = self.actor(obs)
+        # an explicit copy stays in the exported program (a same-dtype .to() would be traced away),
+        # so float64 observations (numpy's default) are cast, not refused
+        out = self.actor(torch.ops.aten._to_copy.default(obs, dtype=torch.float32))
         if self.discrete:
             return out.argmax(dim=1)
         return self.low + (self.high - self.low) * torch.sigmoid(out)
@@ -138,13 +141,16 @@ def export(run_dir: Path, out: Path, which: str = "best") -> list[Path]:
         path = out / f"{a}.pt2"
         torch.export.save(program, path)
         written.append(path)
-        spaces[a] = {"file": path.name, "observation": {"shape": [s.obs_dim], "dtype": "float32"},
+        spaces[a] = {"file": path.name,
+                     "observation": {"shape": ["B", s.obs_dim], "dtype": "float32 or float64"},
                      "action": ({"type": "discrete", "n": s.act_dim, "output": "int64 index [B]"} if s.discrete
                                 else {"type": "box", "shape": [s.act_dim], "low": s.low, "high": s.high,
                                       "output": "float32 [B, dim]"})}
     note = {"env": cfg.env.name, "env_kwargs": cfg.env.kwargs, "member": info.get("id"),
             "fitness": info.get("fitness"), "agents": spaces,
-            "usage": "import torch; policy = torch.export.load('<agent>.pt2').module(); action = policy(obs)"}
+            "usage": "import torch; policy = torch.export.load('<agent>.pt2').module(); "
+                     "actions = policy(batch)  # batch [B, obs_dim]; one observation: "
+                     "policy(torch.as_tensor(obs)[None])[0]"}
     (out / "spaces.json").write_text(json.dumps(note, indent=2))
     written.append(out / "spaces.json")
     return written
