@@ -56,6 +56,11 @@ def wandb_mode_from_env() -> str:
 class WandbMode(argparse.Action):
     """``--wandb [online|offline|disabled]``; bare, it follows WANDB_MODE (see above)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         setattr(namespace, self.dest, wandb_mode_from_env() if values is None else values)

@@ -152,8 +152,8 @@ def load_latest(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     to start afresh."""
     path = run_dir / "checkpoints" / "latest.pt"
     if not path.exists():
-        raise CheckpointError(f"run {str(run_dir)!r} has no checkpoint to resume from (it stopped before "
-                              f"its first one); start it afresh with: evohpo train --config "
+        raise CheckpointError(f"run {str(run_dir)!r} has no checkpoint to resume from (it stopped "
+                              "before its first one); start it afresh with: evohpo train --config "
                               f"{run_dir / 'config.yaml'} --run-dir {run_dir} --overwrite")
     return load(path)
 

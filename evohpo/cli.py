@@ -132,8 +132,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if cfg.steps <= meta["env_steps"]:
             given = (f"--steps {cfg.steps:,} is not above it" if args.steps is not None
                      else f"its budget is {cfg.steps:,}")
-            raise ConfigError(f"the run already has {meta['env_steps']:,} env steps ({given}); pass "
-                              "--steps N with N above that to extend its budget")
+            raise ConfigError(f"the run already has {meta['env_steps']:,} env steps ({given}); "
+                              "pass --steps N with N above that to extend its budget")
         checkpoint.truncate_run_files(run_dir, meta["files"])
         notes.append(f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps")
     else:
@@ -249,7 +249,8 @@ def build_parser() -> Parser:
     t.add_argument("--algo", help="maddpg or matd3 (default from config: matd3)")
     t.add_argument("--env", help="env short name (see 'evohpo envs') or module:factory")
     t.add_argument("--config", help="YAML config file")
-    t.add_argument("--steps", type=whole("steps"), help="budget: env steps for the whole population")
+    t.add_argument("--steps", type=whole("steps"),
+                   help="budget: env steps for the whole population")
     t.add_argument("--seed", type=whole("seed"), help="random seed")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)")
     t.add_argument("--run-dir", help="run directory (default runs/<env>-<algo>-<timestamp>)")
@@ -260,10 +261,11 @@ def build_parser() -> Parser:
                    "(sets distributed.backend; needs pip install 'evohpo[ray]')")
     t.add_argument("--ray-address", metavar="HOST:PORT", help="run on this Ray cluster (`ray start --head` "
                    "prints it); implies --backend ray; sets distributed.address")
-    t.add_argument("--wandb", nargs="?", action=WandbMode, choices=["online", "offline", "disabled"],
-                   help="log to W&B: online (needs `wandb login`) or offline (files in RUN_DIR/wandb, no "
-                        "account); a bare --wandb is online unless WANDB_MODE says offline or disabled; "
-                        "sets logging.wandb.mode")
+    t.add_argument("--wandb", nargs="?", action=WandbMode,
+                   choices=["online", "offline", "disabled"],
+                   help="log to W&B: online (needs `wandb login`) or offline (files in "
+                        "RUN_DIR/wandb, no account); a bare --wandb is online unless WANDB_MODE "
+                        "says offline or disabled; sets logging.wandb.mode")
     t.set_defaults(func=cmd_train)
     ev = sub.add_parser("eval", help="evaluate (or render) a trained member of a run")
     ev.add_argument("run", help="run directory")

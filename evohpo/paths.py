@@ -64,8 +64,11 @@ def output_file(path: Path, what: str, make_parent: bool = False) -> Path:
         raise ConfigError(f"{what} {str(path)!r}: is a directory; give a file name")
     problem = _dir_problem(path.parent)
     if problem:
-        raise ConfigError(f"{what} {str(path)!r}: {str(path.parent)!r} {problem}"
-                          if problem.startswith("is a file") else f"{what} {str(path)!r}: {problem}")
+        raise ConfigError(
+            f"{what} {str(path)!r}: {str(path.parent)!r} {problem}"
+            if problem.startswith("is a file")
+            else f"{what} {str(path)!r}: {problem}"
+        )
     try:
         if make_parent:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,5 +85,7 @@ def run_dir_writable(run_dir: Path, what: str) -> None:
     for d in (run_dir, run_dir / "checkpoints"):
         failure = _probe(d) if d.is_dir() else None
         if failure is not None:
-            raise ConfigError(f"{what} {str(run_dir)!r}: cannot write into {str(d)!r}: "
-                              f"{_why(failure)}; copy the run somewhere writable")
+            raise ConfigError(
+                f"{what} {str(run_dir)!r}: cannot write into {str(d)!r}: "
+                f"{_why(failure)}; copy the run somewhere writable"
+            )

@@ -275,9 +275,11 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser("sweep", help="run a grid of configs x seeds, then write their comparison report")
     s.add_argument("sweep", metavar="SWEEP.yaml", help="sweep file (see configs/sweeps/)")
     s.add_argument("--out-dir", help="where the runs go (default: the file's out_dir, else runs/sweeps/NAME)")
-    s.add_argument("--steps", type=whole("steps"), help="env steps per run (overrides the sweep file)")
+    s.add_argument("--steps", type=whole("steps"),
+                   help="env steps per run (overrides the sweep file)")
     s.add_argument("--seeds", help="comma-separated seeds (overrides the sweep file), e.g. 0,1")
-    s.add_argument("--wandb", nargs="?", action=WandbMode, choices=["online", "offline", "disabled"],
+    s.add_argument("--wandb", nargs="?", action=WandbMode,
+                   choices=["online", "offline", "disabled"],
                    help="log every run to W&B (grouped by sweep): online or offline (bare: online, "
                         "unless WANDB_MODE says offline or disabled)")
     s.add_argument("--overwrite", action="store_true", help="start every run afresh, replacing existing ones")

@@ -263,7 +263,7 @@ class Trainer:
 
     @contextlib.contextmanager
     def interrupts(self) -> Iterator[None]:
-        """First Ctrl-C or SIGTERM: finish the step, checkpoint, exit cleanly. Second: stop at once."""
+        """First Ctrl-C or SIGTERM: finish the step, checkpoint, exit cleanly. Second: stop now."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return

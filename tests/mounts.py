@@ -26,7 +26,7 @@ def _mount(*args: str) -> str | None:
 
 @contextlib.contextmanager
 def small_fs(path: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of ``size`` (e.g. '256k') mounted at ``path``: writes past it fail with a full disk."""
+    """A tmpfs of ``size`` (e.g. '256k') at ``path``: writes past it meet a full disk."""
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("a small filesystem needs root to mount a tmpfs")
@@ -66,7 +66,8 @@ def read_only(path: Path) -> Iterator[Path]:
     for p, mode in modes.items():
         p.chmod(mode)
     why = _mount("mount", "--bind", str(path), str(path)) or _mount(
-        "mount", "-o", "remount,ro,bind", str(path))
+        "mount", "-o", "remount,ro,bind", str(path)
+    )
     if why:
         _mount("umount", "-l", str(path))
         pytest.skip(f"cannot make a read-only directory here: {why}")

@@ -39,7 +39,9 @@ def test_save_on_a_full_filesystem(tmp_path: Path) -> None:
 
 def test_training_goes_on_when_the_disk_fills(tmp_path: Path) -> None:
     # checkpoints grow with the replay memory: the first ones fit, later ones do not
-    cfg = C.load([TINY, {"steps": 1600, "evolution": {"evo_steps": 200}, "buffer": {"capacity": 5000}}])
+    cfg = C.load(
+        [TINY, {"steps": 1600, "evolution": {"evo_steps": 200}, "buffer": {"capacity": 5000}}]
+    )
     with small_fs(tmp_path / "fs", "640k") as fs:
         log = Messages()
         t = Trainer(cfg, log, fs)
@@ -55,11 +57,16 @@ def test_training_goes_on_when_the_disk_fills(tmp_path: Path) -> None:
         assert 0 < meta["env_steps"] < 1600  # the last one that fitted
 
 
-@pytest.mark.parametrize("fault", [
-    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 832 vs 726"),
-    OSError(errno.ENOSPC, "No space left on device"),
-])
-def test_writer_fault_mid_write(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fault: Exception) -> None:
+@pytest.mark.parametrize(
+    "fault",
+    [
+        RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 832 vs 726"),
+        OSError(errno.ENOSPC, "No space left on device"),
+    ],
+)
+def test_writer_fault_mid_write(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fault: Exception
+) -> None:
     """The writer fails after part of the file is out: the trainer warns and goes on."""
     real_save = torch.save
     calls = {"n": 0}
@@ -86,7 +93,9 @@ def test_writer_fault_mid_write(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert leftovers(tmp_path / "checkpoints") == []
 
 
-def test_interrupted_write_leaves_no_temp_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_interrupted_write_leaves_no_temp_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     def interrupted(obj: Any, f: Any, *a: Any, **k: Any) -> None:
         f.write(bytes(4096))
         raise KeyboardInterrupt
@@ -98,8 +107,12 @@ def test_interrupted_write_leaves_no_temp_file(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_temp_file_of_a_killed_writer_is_removed(tmp_path: Path) -> None:
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     stale = tmp_path / f".latest.pt.tmp-{int(gone.stdout)}"
     stale.write_bytes(bytes(1000))  # what kill -9 in the middle of a write leaves
     checkpoint.save(tmp_path / "latest.pt", {"i": 1}, {})

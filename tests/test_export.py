@@ -23,7 +23,12 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 @pytest.fixture(scope="module", params=[False, True], ids=["discrete", "continuous"])
 def exported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("exported")
-    assert train(base / "run", 64, "--set", f"env.kwargs.continuous_actions={str(request.param).lower()}") == 0
+    assert (
+        train(
+            base / "run", 64, "--set", f"env.kwargs.continuous_actions={str(request.param).lower()}"
+        )
+        == 0
+    )
     assert main(["export", str(base / "run"), "--out", str(base / "policies")]) == 0
     return base
 
@@ -35,9 +40,13 @@ def test_policy_takes_float32_and_float64_batches_and_one_observation(exported: 
     for a, s in note["agents"].items():
         policy = torch.export.load(exported / "policies" / s["file"]).module()
         obs = rng.normal(size=(5, spec[a].obs_dim))  # float64, numpy's default
-        expected, _ = algo.act({b: obs.astype(np.float32) if b == a else np.zeros((5, spec[b].obs_dim),
-                                                                                    np.float32)
-                                for b in spec.agents}, None)
+        expected, _ = algo.act(
+            {
+                b: obs.astype(np.float32) if b == a else np.zeros((5, spec[b].obs_dim), np.float32)
+                for b in spec.agents
+            },
+            None,
+        )
         want = expected[a][:, 0].astype(np.int64) if spec[a].discrete else expected[a]
         got64 = policy(torch.from_numpy(obs)).numpy()
         got32 = policy(torch.from_numpy(obs.astype(np.float32))).numpy()
@@ -56,6 +65,11 @@ def readme_example() -> str:
 
 def test_readme_example_plays_an_exported_team_in_plain_mpe2(exported: Path) -> None:
     check = "\nimport sys\nassert not env.agents and 'evohpo' not in sys.modules\n"
-    proc = subprocess.run([sys.executable, "-c", readme_example() + check], cwd=exported,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", readme_example() + check],
+        cwd=exported,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr

@@ -24,15 +24,21 @@ def long_run(path: Path, generations: int = 100, pop: int = 4) -> Path:
     """A hand-made run: ``generations`` generations of ``pop`` members, elitism and tournaments."""
     rng = np.random.default_rng(0)
     path.mkdir(parents=True)
-    (path / "config.yaml").write_text(C.dump(C.load([TINY, {"population": {"size": pop},
-                                                            "env": {"num_envs": pop}}])))
+    (path / "config.yaml").write_text(
+        C.dump(C.load([TINY, {"population": {"size": pop}, "env": {"num_envs": pop}}]))
+    )
     ids, next_id, rows, lineage = list(range(pop)), pop, [], []
     kinds = ["none", "hyperparameters", "weights", "architecture", "activation"]
     for g in range(generations):
         fit = {i: float(g + rng.normal()) for i in ids}
         best = max(ids, key=lambda i: fit[i])
-        row: dict[str, Any] = {"env_steps": 100 * (g + 1), "generation": g, "time/elapsed_s": g + 1.0,
-                               "eval/best_fitness": fit[best], "eval/best_member": best}
+        row: dict[str, Any] = {
+            "env_steps": 100 * (g + 1),
+            "generation": g,
+            "time/elapsed_s": g + 1.0,
+            "eval/best_fitness": fit[best],
+            "eval/best_member": best,
+        }
         for i in ids:
             row.update({f"member/{i}/fitness": fit[i], f"member/{i}/lr_actor": 1e-3})
         rows.append(row)
@@ -42,8 +48,14 @@ def long_run(path: Path, generations: int = 100, pop: int = 4) -> Path:
         lineage.append({"generation": g, "member_id": best, "parent_id": None, "kind": "elite"})
         for _ in range(pop - 1):
             parent = int(rng.choice(ids))
-            lineage.append({"generation": g, "member_id": next_id, "parent_id": parent,
-                            "kind": str(rng.choice(kinds))})
+            lineage.append(
+                {
+                    "generation": g,
+                    "member_id": next_id,
+                    "parent_id": parent,
+                    "kind": str(rng.choice(kinds)),
+                }
+            )
             new.append(next_id)
             next_id += 1
         ids = new

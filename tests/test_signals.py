@@ -16,10 +16,26 @@ from tests.test_checkpoint import ARGS
 
 def test_sigterm_checkpoints_and_resumes(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "evohpo", "train", *ARGS, "--set", "evolution.evo_steps=600",
-           "--steps", "100000", "--run-dir", str(run)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).parent.parent)
+    cmd = [
+        sys.executable,
+        "-m",
+        "evohpo",
+        "train",
+        *ARGS,
+        "--set",
+        "evolution.evo_steps=600",
+        "--steps",
+        "100000",
+        "--run-dir",
+        str(run),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    )
     latest = run / "checkpoints" / "latest.pt"
     deadline = time.time() + 60
     while not latest.exists() and time.time() < deadline:
@@ -33,4 +49,6 @@ def test_sigterm_checkpoints_and_resumes(tmp_path: Path) -> None:
     meta, _ = checkpoint.load(latest)
     assert f"interrupted at {meta['env_steps']:,} env steps; checkpoint saved" in err
     assert first < meta["env_steps"] < 100_000  # written when the signal came, not the window's one
-    assert main(["train", "--resume", str(run), "--steps", str(meta["env_steps"] + 8), "--quiet"]) == 0
+    assert (
+        main(["train", "--resume", str(run), "--steps", str(meta["env_steps"] + 8), "--quiet"]) == 0
+    )

@@ -231,14 +231,16 @@ def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.
 
 
 @pytest.mark.parametrize("env_mode", ["offline", "dryrun", "disabled"])
-def test_bare_wandb_follows_wandb_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env_mode: str) -> None:
+def test_bare_wandb_follows_wandb_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       env_mode: str) -> None:
     monkeypatch.setenv("WANDB_MODE", env_mode)
     run = tmp_path / "r"
     assert main(["train", *ARGS, "--run-dir", str(run), "--wandb"]) == 0
     mode = C.read_yaml(run / "config.yaml")["logging"]["wandb"]["mode"]
     assert mode == ("disabled" if env_mode == "disabled" else "offline")
     assert bool(list(run.glob("wandb/offline-run-*"))) == (mode == "offline")
-    assert main(["train", *ARGS, "--run-dir", str(tmp_path / "o"), "--wandb", "disabled"]) == 0  # named: as named
+    named = main(["train", *ARGS, "--run-dir", str(tmp_path / "o"), "--wandb", "disabled"])
+    assert named == 0 and not (tmp_path / "o" / "wandb").exists()  # a named mode is that mode
 
 
 def test_overwrite_replaces_the_old_runs_wandb_files(tmp_path: Path) -> None:

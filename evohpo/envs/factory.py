@@ -37,8 +37,11 @@ def parameters(factory: Callable[..., Any]) -> tuple[dict[str, inspect.Parameter
         sig = inspect.signature(unwrap(factory))
     except (TypeError, ValueError):
         return None
-    named = {n: p for n, p in sig.parameters.items()
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    named = {
+        n: p
+        for n, p in sig.parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
     return named, any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
 
 
@@ -79,18 +82,24 @@ def check_kwargs(env: str, factory: Callable[..., Any], kwargs: dict[str, Any]) 
         if p is None:
             if any_kwargs:
                 continue
-            raise ConfigError(f"config key 'env.kwargs.{k}': env {env!r} takes no argument {k!r}"
-                              f"{closest(k, list(named))}; it takes: {signature_text(named)}")
+            raise ConfigError(
+                f"config key 'env.kwargs.{k}': env {env!r} takes no argument {k!r}"
+                f"{closest(k, list(named))}; it takes: {signature_text(named)}"
+            )
         types = allowed_types(p)
         if types is not None and not fits(v, types):
             want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise ConfigError(f"config key 'env.kwargs.{k}': {v!r} is not {want} (env {env!r} "
-                              f"takes {k}={p.default!r})")
+            raise ConfigError(
+                f"config key 'env.kwargs.{k}': {v!r} is not {want} (env {env!r} "
+                f"takes {k}={p.default!r})"
+            )
 
 
 def cannot_render(env: str, why: str) -> ConfigError:
-    return ConfigError(f"env {env!r} cannot render: {why}; --render needs an env that takes "
-                       "render_mode ('rgb_array' for a GIF, 'human' for a window)")
+    return ConfigError(
+        f"env {env!r} cannot render: {why}; --render needs an env that takes "
+        "render_mode ('rgb_array' for a GIF, 'human' for a window)"
+    )
 
 
 def make_render_env(env: str, kwargs: dict[str, Any], mode: str) -> Any:

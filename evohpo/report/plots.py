@@ -199,7 +199,8 @@ def lineage_figure(run: Run) -> Figure:
     starts = list(range(min(gens), max(gens) + 1, LINEAGE_ROW))
     row_h = min(9.0, max(2.4, 0.45 * pop + 1.0))
     span = min(len(gens), LINEAGE_ROW)
-    fig = Figure(figsize=(max(8.0, 0.55 * span + 2.5), row_h * len(starts) + 0.6), layout="constrained")
+    size = (max(8.0, 0.55 * span + 2.5), row_h * len(starts) + 0.6)
+    fig = Figure(figsize=size, layout="constrained")
     axes = [fig.add_subplot(len(starts), 1, i + 1) for i in range(len(starts))]
     kinds = list(dict.fromkeys(m.made_by for m in run.members))
     path = {(m.generation, m.id) for m in run.ancestry(run.final_best())}
@@ -219,9 +220,10 @@ def lineage_figure(run: Run) -> Figure:
                 ax.plot(*zip(*xy, strict=True), color="k", lw=5, alpha=0.25, solid_capstyle="round")
             ax.plot(*zip(*xy, strict=True), color=kind_color(m.made_by, kinds), lw=1.8,
                     ls="-" if m.selected is not False else ":")
-        sc = ax.scatter([m.generation for m in row], [m.slot for m in row], c=[m.fitness for m in row],
-                        cmap="viridis", norm=norm, s=[70 if m.selected else 35 for m in row],
-                        edgecolors="k", linewidths=0.5, zorder=3)
+        sc = ax.scatter([m.generation for m in row], [m.slot for m in row],
+                        c=[m.fitness for m in row], cmap="viridis", norm=norm,
+                        s=[70 if m.selected else 35 for m in row], edgecolors="k", linewidths=0.5,
+                        zorder=3)
         if pop <= 24:
             for m in row:
                 ax.annotate(m.id, (m.generation, m.slot), xytext=(0, 6), textcoords="offset points",
@@ -245,11 +247,11 @@ def lineage_figure(run: Run) -> Figure:
 
 def lineage_tree(run: Run) -> Plot:
     rows = " (in rows of 20 generations)" if len(run.generations()) > LINEAGE_ROW else ""
-    return render(lineage_figure(run), f"Lineage{rows}: each dot is a member at an evaluation (label: "
-                  "member id; colour: fitness; large: selection kept it as a parent or the elite). Each "
-                  "edge joins a member to what it was cloned from, coloured by the mutation that made it "
-                  "(elite: kept unchanged); dotted edges lead to members the next selection dropped. The "
-                  "final best member's ancestry is shaded.")
+    return render(lineage_figure(run), f"Lineage{rows}: each dot is a member at an evaluation "
+                  "(label: member id; colour: fitness; large: selection kept it as a parent or the "
+                  "elite). Each edge joins a member to what it was cloned from, coloured by the "
+                  "mutation that made it (elite: kept unchanged); dotted edges lead to members the "
+                  "next selection dropped. The final best member's ancestry is shaded.")
 
 
 def mutation_effects(outs: list[Outcome]) -> Plot | None:
