@@ -244,21 +244,24 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
            quiet: bool = True, wandb: str | None = None, backend: str | None = None,
            address: str | None = None, loggers: Sequence[Logger] = ()) -> TrainResult:
     """Continue a run from its last checkpoint, up to ``steps`` (a new total budget) if given."""
-    from evohpo import checkpoint
+    from evohpo import checkpoint, paths
 
     path = Path(run_dir)
     cfg = run_config(path)
+    paths.run_dir_writable(path, "--resume")
     if steps is not None:
         cfg = C.load([C.to_dict(cfg), {"steps": steps}])
     cfg = with_settings(cfg, backend, address, wandb)
     from evohpo.trainer import runtime_class
 
     runtime_class(cfg)
-    state = checkpoint.load(path / "checkpoints" / "latest.pt")
+    state = checkpoint.load_latest(path)
     meta = state[0]
     if cfg.steps <= meta["env_steps"]:
-        raise ConfigError(f"the run already has {meta['env_steps']:,} env steps; pass --steps N "
-                          f"with N above that to extend its budget (it was {cfg.steps:,})")
+        given = (f"--steps {cfg.steps:,} is not above it" if steps is not None
+                 else f"its budget is {cfg.steps:,}")
+        raise ConfigError(f"the run already has {meta['env_steps']:,} env steps ({given}); "
+                          "pass --steps N with N above that to extend its budget")
     checkpoint.truncate_run_files(path, meta["files"])
     note = f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps"
     return _run(cfg, path, state, [note], callbacks, quiet, loggers)

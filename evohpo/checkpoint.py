@@ -66,22 +66,61 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _first_line(e: BaseException) -> str:
+    """The first line of an exception's message, or its type when it has none (an empty file)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0][:120]}" if lines else type(e).__name__
+
+
+def _write_failure(e: BaseException, where: Path) -> str:
+    """Why a write failed. torch's zip writer reports a full disk as a RuntimeError ("unexpected
+    pos ..."), without the OS error: say so when the filesystem has no room left."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    try:
+        free = os.statvfs(where).f_bavail * os.statvfs(where).f_frsize
+    except OSError:
+        free = None
+    if free is not None and free < (1 << 20):
+        return f"no space left on the device ({free:,} bytes free)"
+    return _first_line(e)
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temp files of this checkpoint left by a process that is gone (killed mid-write)."""
+    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        except OSError:
+            pass  # alive (another user's process): not ours to remove
+
+
 def save(path: Path, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
-    """Write atomically: temp file, fsync, rename. On failure the old file is untouched."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically: temp file, fsync, rename. On failure the old file is untouched and the
+    temp file is gone, whatever the failure (torch's writer raises RuntimeError on a full disk)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     obj = {"format": FORMAT, "version": VERSION, "meta": json.dumps(meta), "tensors": tensorize(tensors)}
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(path)
         with open(tmp, "wb") as f:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise CheckpointError(f"could not write checkpoint {str(path)!r}: {e.strerror or e}; "
+    except (OSError, RuntimeError) as e:
+        why = _write_failure(e, path.parent)
+        raise CheckpointError(f"could not write checkpoint {str(path)!r}: {why}; "
                               "the previous checkpoint is intact") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)  # after a successful rename there is nothing left to remove
     _fsync_dir(path.parent)
 
 
@@ -89,14 +128,16 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any]
     """(meta, tensors) of a checkpoint, or a CheckpointError saying what is wrong with it."""
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {str(path)!r}")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint {str(path)!r} is empty (0 bytes) and cannot be read")
     try:
         obj = torch.load(path, map_location=device, weights_only=True)
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
         raise CheckpointError(f"checkpoint {str(path)!r} is damaged or truncated and cannot be read "
-                              f"({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+                              f"({_first_line(e)})") from None
     except Exception as e:  # the unpickler refusing a class, etc.
         raise CheckpointError(f"checkpoint {str(path)!r} is not an evohpo checkpoint "
-                              f"({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+                              f"({_first_line(e)})") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise CheckpointError(f"{str(path)!r} is not an evohpo checkpoint")
     version = obj.get("version")
@@ -108,6 +149,29 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any]
     except (KeyError, TypeError, json.JSONDecodeError):
         raise CheckpointError(f"checkpoint {str(path)!r} has unreadable metadata") from None
     return meta, obj.get("tensors", {})
+
+
+def load_latest(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The checkpoint ``--resume`` continues from; a run stopped before its first one is told how
+    to start afresh."""
+    path = run_dir / "checkpoints" / "latest.pt"
+    if not path.exists():
+        raise CheckpointError(f"run {str(run_dir)!r} has no checkpoint to resume from (it stopped "
+                              "before its first one); start it afresh with: evohpo train --config "
+                              f"{run_dir / 'config.yaml'} --run-dir {run_dir} --overwrite")
+    return load(path)
+
+
+def rng_state(rng: np.random.Generator) -> dict[str, Any]:
+    return dict(rng.bit_generator.state)
+
+
+def rng_from(state: dict[str, Any]) -> np.random.Generator:
+    bitgen = getattr(np.random, state["bit_generator"])()
+    bitgen.state = state
+    return np.random.Generator(bitgen)
+
+
 
 
 # ----------------------------------------------------------------------------- a run's state

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from evohpo import config as C
+from evohpo import paths
 from evohpo.api import CONFIG_DIR, preset_path  # noqa: F401 (benchmarks and scripts use them)
+from evohpo.argtypes import WandbMode, whole
 from evohpo.errors import ConfigError, EvohpoError
 
 
@@ -48,7 +50,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run)
     cfg, spec, algo, info = playback.load_member(run_dir, args.member)
-    episodes = args.episodes or info.get("episodes") or cfg.eval.episodes
+    if args.render and args.render != "human":  # said before the episode plays, not after
+        paths.output_file(Path(args.render), "--render", make_parent=True)
+    episodes = args.episodes if args.episodes is not None else (
+        info.get("episodes") or cfg.eval.episodes)  # the best member: as many as confirmed it
     if args.render:
         frames = playback.render(cfg, algo, args.render, args.seed)
         if frames:
@@ -68,6 +73,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from evohpo import playback
 
+    paths.output_dir(Path(args.out), "--out")
     for p in playback.export(Path(args.run), Path(args.out), args.member):
         print(f"wrote {p}")
     return 0
@@ -101,8 +107,9 @@ def build_parser() -> Parser:
     t.add_argument("--algo", help="maddpg or matd3 (default from config: matd3)")
     t.add_argument("--env", help="env short name (see 'evohpo envs') or module:factory")
     t.add_argument("--config", help="YAML config file")
-    t.add_argument("--steps", type=int, help="budget: env steps for the whole population")
-    t.add_argument("--seed", type=int, help="random seed")
+    t.add_argument("--steps", type=whole("steps"),
+                   help="budget: env steps for the whole population")
+    t.add_argument("--seed", type=whole("seed"), help="random seed")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)")
     t.add_argument("--run-dir", help="run directory (default runs/<env>-<algo>-<timestamp>)")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
@@ -112,15 +119,18 @@ def build_parser() -> Parser:
                    "(sets distributed.backend; needs pip install 'evohpo[ray]')")
     t.add_argument("--ray-address", metavar="HOST:PORT", help="run on this Ray cluster (`ray start --head` "
                    "prints it); implies --backend ray; sets distributed.address")
-    t.add_argument("--wandb", nargs="?", const="online", choices=["online", "offline", "disabled"],
-                   help="log to W&B: online (a bare --wandb; needs `wandb login`) or offline (files in "
-                        "RUN_DIR/wandb, no account); sets logging.wandb.mode")
+    t.add_argument("--wandb", nargs="?", action=WandbMode,
+                   choices=["online", "offline", "disabled"],
+                   help="log to W&B: online (needs `wandb login`) or offline (files in "
+                        "RUN_DIR/wandb, no account); a bare --wandb is online unless WANDB_MODE "
+                        "says offline or disabled; sets logging.wandb.mode")
     t.set_defaults(func=cmd_train)
     ev = sub.add_parser("eval", help="evaluate (or render) a trained member of a run")
     ev.add_argument("run", help="run directory")
     ev.add_argument("--member", default="best", help="'best' (best ever) or a member id")
-    ev.add_argument("--episodes", type=int, help="episodes (default: the run's eval.episodes)")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    ev.add_argument("--episodes", type=whole("eval.episodes"),
+                    help="episodes (default: the run's eval.episodes)")
+    ev.add_argument("--seed", type=whole("seed"), default=0, help="seed of the evaluation episodes")
     ev.add_argument("--render", metavar="OUT.gif|human", help="write an animation of one episode, or show it")
     ev.set_defaults(func=cmd_eval)
     ex = sub.add_parser("export", help="export a member's actors to run without evohpo (torch.export)")

@@ -15,7 +15,8 @@ from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.envs import make_env, probe
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.factory import parameters
+from evohpo.envs.registry import MPE2_ENVS, AgentSpec, EnvSpec, factory_of
 from evohpo.errors import ConfigError
 
 
@@ -61,6 +62,31 @@ def load_member(run_dir: Path, which: str = "best",
     return cfg, spec, algo, info
 
 
+def cannot_render(env: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"env {env!r} cannot render: {why}; --render needs an env that takes "
+        "render_mode ('rgb_array' for a GIF, 'human' for a window)"
+    )
+
+
+def make_render_env(env: str, kwargs: dict[str, Any], mode: str) -> Any:
+    """The env built with ``render_mode=mode``, or a ConfigError saying that it cannot render."""
+    if env not in MPE2_ENVS:
+        params = parameters(factory_of(env))
+        if params is not None and "render_mode" not in params[0] and not params[1]:
+            raise cannot_render(env, "its factory takes no render_mode argument")
+    try:
+        made = make_env(env, {**kwargs, "render_mode": mode})
+    except ConfigError as e:
+        if "render_mode" in str(e):
+            raise cannot_render(env, "its factory refused render_mode") from None
+        raise
+    if getattr(made, "render_mode", mode) != mode:
+        made.close()
+        raise cannot_render(env, f"it ignored render_mode={mode!r}")
+    return made
+
+
 def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
     """Play one episode; write an animated GIF to ``target`` or show it ('human'). Returns frames."""
     human = target == "human"
@@ -69,7 +95,7 @@ def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
                           "write a file instead, e.g. --render episode.gif")
     if not human and not target.lower().endswith(".gif"):
         raise ConfigError(f"--render {target!r}: give a .gif file name, or 'human'")
-    env = make_env(cfg.env.name, {**cfg.env.kwargs, "render_mode": "human" if human else "rgb_array"})
+    env = make_render_env(cfg.env.name, cfg.env.kwargs, "human" if human else "rgb_array")
     frames: list[np.ndarray] = []
     try:
         obs, _ = env.reset(seed=seed)
@@ -87,20 +113,14 @@ def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
         env.close()
     if human:
         return 0
-    from PIL import Image, ImageDraw
+    from evohpo.animation import write_gif
 
-    images = []
-    for t, f in enumerate(frames):
-        im = Image.fromarray(np.asarray(f, np.uint8))
-        # a step counter: shows where the episode is (and keeps still frames as frames)
-        ImageDraw.Draw(im).text((8, 8), f"step {t}/{len(frames) - 1}", fill=(0, 0, 0))
-        images.append(im)
-    images[0].save(target, save_all=True, append_images=images[1:], duration=100, loop=0)
-    return len(images)
+    return write_gif(frames, target)  # a step counter shows where the episode is
 
 
 class ExportedActor(nn.Module):
-    """obs [B, obs_dim] -> action: [B, act_dim] in [low, high], or [B] int64 indices (discrete)."""
+    """obs [B, obs_dim], float32 or float64 -> action: [B, act_dim] float32 in [low, high], or [B]
+    int64 indices (discrete). One observation is a batch of one: ``obs[None]``."""
 
     def __init__(self, actor: nn.Module, spec: AgentSpec):
         super().__init__()
@@ -109,7 +129,9 @@ class ExportedActor(nn.Module):
         self.low, self.high = spec.low, spec.high
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        out = self.actor(obs)
+        # an explicit copy stays in the exported program (a same-dtype .to() would be traced away),
+        # so float64 observations (numpy's default) are cast, not refused
+        out = self.actor(torch.ops.aten._to_copy.default(obs, dtype=torch.float32))
         if self.discrete:
             return out.argmax(dim=1)
         return self.low + (self.high - self.low) * torch.sigmoid(out)
@@ -132,13 +154,16 @@ def export(run_dir: Path, out: Path, which: str = "best") -> list[Path]:
         path = out / f"{a}.pt2"
         torch.export.save(program, path)
         written.append(path)
-        spaces[a] = {"file": path.name, "observation": {"shape": [s.obs_dim], "dtype": "float32"},
+        spaces[a] = {"file": path.name,
+                     "observation": {"shape": ["B", s.obs_dim], "dtype": "float32 or float64"},
                      "action": ({"type": "discrete", "n": s.act_dim, "output": "int64 index [B]"} if s.discrete
                                 else {"type": "box", "shape": [s.act_dim], "low": s.low, "high": s.high,
                                       "output": "float32 [B, dim]"})}
     note = {"env": cfg.env.name, "env_kwargs": cfg.env.kwargs, "member": info.get("id"),
             "fitness": info.get("fitness"), "agents": spaces,
-            "usage": "import torch; policy = torch.export.load('<agent>.pt2').module(); action = policy(obs)"}
+            "usage": "import torch; policy = torch.export.load('<agent>.pt2').module(); "
+                     "actions = policy(batch)  # batch [B, obs_dim]; one observation: "
+                     "policy(torch.as_tensor(obs)[None])[0]"}
     (out / "spaces.json").write_text(json.dumps(note, indent=2))
     written.append(out / "spaces.json")
     return written

@@ -36,6 +36,8 @@ from typing import Any
 import yaml
 
 from evohpo import config as C
+from evohpo import paths
+from evohpo.argtypes import WandbMode, whole
 from evohpo.errors import ConfigError, EvohpoError
 
 SWEEP_KEYS = ("name", "description", "base", "set", "steps", "seeds", "variants", "grid", "out_dir")
@@ -241,9 +243,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sw = load_sweep(Path(args.sweep), Path(args.out_dir) if args.out_dir else None, args.steps, seeds, args.wandb)
     if args.dry_run:
         for j in sw.jobs:
-            print(f"{j.name:<32} {status(j) if not args.overwrite else 'new':<8} {j.run_dir}")
+            state = status(j) if not args.overwrite else "new"
+            print(f"{j.name:<32} {state:<8} {j.config['steps']:>13,} env steps  {j.run_dir}")
         return 0
     run = runner(args, sw)  # Ray asked for but missing: said before anything is written
+    paths.output_dir(sw.out_dir, "sweep output")
     sw.out_dir.mkdir(parents=True, exist_ok=True)
     (sw.out_dir / "sweep.yaml").write_text(Path(args.sweep).read_text())
     log = open(sw.out_dir / "results.jsonl", "a")
@@ -278,10 +282,13 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser("sweep", help="run a grid of configs x seeds, then write their comparison report")
     s.add_argument("sweep", metavar="SWEEP.yaml", help="sweep file (see configs/sweeps/)")
     s.add_argument("--out-dir", help="where the runs go (default: the file's out_dir, else runs/sweeps/NAME)")
-    s.add_argument("--steps", type=int, help="env steps per run (overrides the sweep file)")
+    s.add_argument("--steps", type=whole("steps"),
+                   help="env steps per run (overrides the sweep file)")
     s.add_argument("--seeds", help="comma-separated seeds (overrides the sweep file), e.g. 0,1")
-    s.add_argument("--wandb", nargs="?", const="online", choices=["online", "offline", "disabled"],
-                   help="log every run to W&B (grouped by sweep): online or offline")
+    s.add_argument("--wandb", nargs="?", action=WandbMode,
+                   choices=["online", "offline", "disabled"],
+                   help="log every run to W&B (grouped by sweep): online or offline (bare: online, "
+                        "unless WANDB_MODE says offline or disabled)")
     s.add_argument("--overwrite", action="store_true", help="start every run afresh, replacing existing ones")
     s.add_argument("--quiet", action="store_true", help="no progress bar or per-generation lines")
     s.add_argument("--dry-run", action="store_true", help="list the jobs and their state; run nothing")

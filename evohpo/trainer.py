@@ -241,7 +241,7 @@ class Trainer:
     # ----------------------------------------------------------------------------- interrupts
     @contextlib.contextmanager
     def interrupts(self) -> Iterator[None]:
-        """First Ctrl-C: finish the step, checkpoint, exit cleanly. Second: stop at once."""
+        """First Ctrl-C or SIGTERM: finish the step, checkpoint, exit cleanly. Second: stop now."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -250,13 +250,15 @@ class Trainer:
             if self.interrupted:
                 raise KeyboardInterrupt
             self.interrupted = True
-            self.log.message("interrupted: saving a checkpoint (Ctrl-C again to stop at once)")
+            how = "interrupted" if signum == signal.SIGINT else signal.Signals(signum).name
+            self.log.message(f"{how}: saving a checkpoint (Ctrl-C again to stop at once)")
 
-        old = signal.signal(signal.SIGINT, handler)
+        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, old)
+            for s, h in old.items():
+                signal.signal(s, h)
 
     def stop_on_interrupt(self) -> None:
         self.save_checkpoint()

@@ -218,7 +218,9 @@ def test_survivors_per_kind_known_answer(tmp_path: Path) -> None:
                           "5": "weights", "6": "none", "7": "architecture", "8": "crossover", "9": "none"}
 
 
-def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # a bare --wandb is online
     cfg = C.load([TINY, {"logging": {"wandb": {"mode": "online"}}}])
     with pytest.raises(WandbError, match=r"wandb login.*--wandb offline"):
         WandbLogger(cfg, tmp_path)
@@ -229,6 +231,19 @@ def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.
     (tmp_path / "kept" / "notes.txt").write_text("mine")
     assert main(["train", *ARGS, "--run-dir", str(tmp_path / "kept"), "--overwrite", "--wandb"]) == 1
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]  # only the run's files go
+
+
+@pytest.mark.parametrize("env_mode", ["offline", "dryrun", "disabled"])
+def test_bare_wandb_follows_wandb_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       env_mode: str) -> None:
+    monkeypatch.setenv("WANDB_MODE", env_mode)
+    run = tmp_path / "r"
+    assert main(["train", *ARGS, "--run-dir", str(run), "--wandb"]) == 0
+    mode = C.read_yaml(run / "config.yaml")["logging"]["wandb"]["mode"]
+    assert mode == ("disabled" if env_mode == "disabled" else "offline")
+    assert bool(list(run.glob("wandb/offline-run-*"))) == (mode == "offline")
+    named = main(["train", *ARGS, "--run-dir", str(tmp_path / "o"), "--wandb", "disabled"])
+    assert named == 0 and not (tmp_path / "o" / "wandb").exists()  # a named mode is that mode
 
 
 def test_overwrite_replaces_the_old_runs_wandb_files(tmp_path: Path) -> None:

@@ -215,6 +215,8 @@ def parse_override(text: str) -> dict[str, Any]:
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"config file {str(p)!r} is a directory; give a YAML file")
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
     try:

@@ -76,15 +76,13 @@ class EnvSpec:
         return "; ".join(parts)
 
 
-def _make(name: str, kwargs: dict[str, Any]) -> Any:
+def factory_of(name: str) -> Callable[..., Any]:
+    """The callable that builds env ``name``: an mpe2 module's parallel_env, module:factory, or
+    a callable the Python API registered."""
     if name in CALLABLE_ENVS:
-        return _call(name, CALLABLE_ENVS[name], kwargs)
+        return CALLABLE_ENVS[name]
     if name in MPE2_ENVS:
-        module = importlib.import_module(MPE2_ENVS[name])
-        try:
-            return module.parallel_env(**kwargs)
-        except TypeError as e:
-            raise ConfigError(f"env {name!r}: bad env.kwargs {kwargs}: {e}") from None
+        return importlib.import_module(MPE2_ENVS[name]).parallel_env
     if ":" not in name:
         raise ConfigError(f"unknown env {name!r}{closest(name, list(MPE2_ENVS))}; known: "
                           f"{', '.join(MPE2_ENVS)}, or module:factory for any PettingZoo ParallelEnv")
@@ -96,10 +94,21 @@ def _make(name: str, kwargs: dict[str, Any]) -> Any:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"env {name!r}: module {mod_name!r} has no callable {attr!r}")
-    return _call(name, factory, kwargs)
+    return factory
 
 
-def _call(name: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+def _make(name: str, kwargs: dict[str, Any]) -> Any:
+    from evohpo.envs.factory import check_kwargs
+
+    factory = factory_of(name)
+    if name in MPE2_ENVS:
+        # parallel_env takes **kwargs for raw_env, whose signature says what each one is
+        check_kwargs(name, importlib.import_module(MPE2_ENVS[name]).raw_env, kwargs)
+        try:
+            return factory(**kwargs)
+        except TypeError as e:
+            raise ConfigError(f"env {name!r}: bad env.kwargs {kwargs}: {e}") from None
+    check_kwargs(name, factory, kwargs)
     try:
         env = factory(**kwargs)
     except Exception as e:

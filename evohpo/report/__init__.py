@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evohpo import paths as paths_
 from evohpo.errors import ConfigError
 
 
@@ -37,14 +38,15 @@ def build_report(paths: list[Path], out: Path | None = None, title: str | None =
 
     if not paths:
         raise ConfigError("report: give at least one run directory")
+    out = Path(out) if out else default_out([Path(p) for p in paths])
+    if out.is_dir():
+        out = out / "report.html"
+    paths_.output_file(out, "report")  # a report that cannot be written is not built
     runs = [load_run(Path(p)) for p in paths]
     names = [r.name for r in runs]
     for r in runs:  # two runs of the same name (from different sweeps): use their paths
         if names.count(r.name) > 1:
             r.name = str(r.path)
-    out = Path(out) if out else default_out([Path(p) for p in paths])
-    if out.is_dir():
-        out = out / "report.html"
     if len(runs) == 1:
         secs = html.run_sections(runs[0])
         body = "".join(html.section(sid, t, b) for sid, t, b in secs)

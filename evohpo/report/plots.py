@@ -185,48 +185,73 @@ def training(run: Run, losses: list[str]) -> Plot | None:
                        "(coloured by founder) and the run's train/ metrics.")
 
 
-def lineage_tree(run: Run) -> Plot:
-    """Generations left to right, population slots top to bottom; an edge from each member to
-    its parent, coloured by how the member was made, solid where selection then kept it."""
+LINEAGE_ROW = 20  # generations per row of the lineage tree: about 50 px each at the report's width
+
+
+def lineage_figure(run: Run) -> Figure:
+    """Generations left to right in rows of LINEAGE_ROW, population slots top to bottom; an edge
+    from each member to its parent, coloured by how the member was made, solid where selection
+    then kept it. Rows keep the figure within the report's width, so nothing is scaled down."""
+    from matplotlib.colors import Normalize
+
     gens = run.generations()
     pop = max(m.slot for m in run.members) + 1
-    fig = Figure(figsize=(min(30.0, max(8.0, 0.55 * len(gens) + 3)), min(20.0, max(3.2, 0.45 * pop + 1.5))),
-                 layout="constrained")
-    ax = fig.add_subplot()
+    starts = list(range(min(gens), max(gens) + 1, LINEAGE_ROW))
+    row_h = min(9.0, max(2.4, 0.45 * pop + 1.0))
+    span = min(len(gens), LINEAGE_ROW)
+    size = (max(8.0, 0.55 * span + 2.5), row_h * len(starts) + 0.6)
+    fig = Figure(figsize=size, layout="constrained")
+    axes = [fig.add_subplot(len(starts), 1, i + 1) for i in range(len(starts))]
     kinds = list(dict.fromkeys(m.made_by for m in run.members))
     path = {(m.generation, m.id) for m in run.ancestry(run.final_best())}
-    for m in run.members:
-        p = run.at.get((m.generation - 1, m.parent)) if m.parent is not None else None
-        if p is None:
-            continue
-        xy = [(p.generation, p.slot), (m.generation, m.slot)]
-        if (m.generation, m.id) in path:
-            ax.plot(*zip(*xy, strict=True), color="k", lw=5, alpha=0.25, solid_capstyle="round")
-        ax.plot(*zip(*xy, strict=True), color=kind_color(m.made_by, kinds), lw=1.8,
-                ls="-" if m.selected is not False else ":")
-    fit = np.array([m.fitness for m in run.members])
-    sc = ax.scatter([m.generation for m in run.members], [m.slot for m in run.members], c=fit, cmap="viridis",
-                    s=[70 if m.selected else 35 for m in run.members], edgecolors="k", linewidths=0.5, zorder=3)
-    fig.colorbar(sc, ax=ax, label="fitness", shrink=0.8)
-    if len(run.members) <= 240:
-        for m in run.members:
-            ax.annotate(m.id, (m.generation, m.slot), xytext=(0, 6), textcoords="offset points", fontsize=7,
-                        ha="center")
-    ax.set_xlabel("generation")
-    ax.set_ylabel("population slot")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylim(pop - 0.4, -0.7)  # slot 0 (the elite's) on top
+    fit = np.array([m.fitness for m in run.members], float)
+    finite = fit[np.isfinite(fit)]
+    norm = Normalize(*(float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0))
+    sc = None
+    for ax, start in zip(axes, starts, strict=True):
+        end = start + LINEAGE_ROW - 1
+        row = [m for m in run.members if start <= m.generation <= end]
+        for m in row:  # an edge from the previous row enters at the left edge
+            p = run.at.get((m.generation - 1, m.parent)) if m.parent is not None else None
+            if p is None:
+                continue
+            xy = [(p.generation, p.slot), (m.generation, m.slot)]
+            if (m.generation, m.id) in path:
+                ax.plot(*zip(*xy, strict=True), color="k", lw=5, alpha=0.25, solid_capstyle="round")
+            ax.plot(*zip(*xy, strict=True), color=kind_color(m.made_by, kinds), lw=1.8,
+                    ls="-" if m.selected is not False else ":")
+        sc = ax.scatter([m.generation for m in row], [m.slot for m in row],
+                        c=[m.fitness for m in row], cmap="viridis", norm=norm,
+                        s=[70 if m.selected else 35 for m in row], edgecolors="k", linewidths=0.5,
+                        zorder=3)
+        if pop <= 24:
+            for m in row:
+                ax.annotate(m.id, (m.generation, m.slot), xytext=(0, 6), textcoords="offset points",
+                            fontsize=7, ha="center")
+        if len(starts) > 1:  # every row the same scale, the last one too
+            ax.set_xlim(start - 0.6, end + 0.6)
+        ax.set_ylabel("population slot")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(pop - 0.4, -0.7)  # slot 0 (the elite's) on top
+        ax.grid(alpha=0.2)
+    axes[-1].set_xlabel("generation")
+    if sc is not None:
+        fig.colorbar(sc, ax=axes, label="fitness", shrink=0.8)
     handles = [Line2D([], [], color=kind_color(k, kinds), lw=2, label=k) for k in kinds if k != "initial"]
     handles += [Line2D([], [], color="grey", ls=":", label="not kept by the next selection"),
                 Line2D([], [], color="k", lw=5, alpha=0.25, label="final best's ancestry")]
     fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=min(len(handles), 5))
-    ax.grid(alpha=0.2)
-    return render(fig, "Lineage: each dot is a member at an evaluation (label: member id; colour: fitness; "
-                       "large: selection kept it as a parent or the elite). Each edge joins a member to what it "
-                       "was cloned from, coloured by the mutation that made it (elite: kept unchanged); dotted "
-                       "edges lead to members the next selection dropped. The final best member's ancestry is "
-                       "shaded.")
+    return fig
+
+
+def lineage_tree(run: Run) -> Plot:
+    rows = " (in rows of 20 generations)" if len(run.generations()) > LINEAGE_ROW else ""
+    return render(lineage_figure(run), f"Lineage{rows}: each dot is a member at an evaluation "
+                  "(label: member id; colour: fitness; large: selection kept it as a parent or the "
+                  "elite). Each edge joins a member to what it was cloned from, coloured by the "
+                  "mutation that made it (elite: kept unchanged); dotted edges lead to members the "
+                  "next selection dropped. The final best member's ancestry is shaded.")
 
 
 def mutation_effects(outs: list[Outcome]) -> Plot | None:
@@ -288,5 +313,5 @@ def compare(curves: dict[str, list[Curve]], caption: str) -> Plot:
     return render(fig, caption)
 
 
-__all__ = ["Plot", "compare", "fitness", "layer_units", "lineage_tree", "mutation_effects", "training",
-           "trajectories"]
+__all__ = ["Plot", "compare", "fitness", "layer_units", "lineage_figure", "lineage_tree",
+           "mutation_effects", "training", "trajectories"]
