@@ -309,9 +309,31 @@ def worse_beyond(f: float, f_se: float, other: float, other_se: float, gap: floa
     return other - f > gap * spread
 
 
+def independent(members: list[Any], fitness: list[float], se: list[float], generation: int,
+                next_id: int, ev: EvolutionConfig, mut: MutationConfig,
+                rng: np.random.Generator) -> Offspring:
+    """No selection: every member goes on as it is (from a sampled start: random search).
+    A diverged member is still replaced, by a copy of the best healthy one."""
+    new_members = list(members)
+    records = diverged_records(members, generation)
+    healthy = [i for i, m in enumerate(members) if not m.diverged]
+    for i, m in enumerate(members):
+        if m.diverged and healthy:
+            best = max(healthy, key=lambda j: (fitness[j], -j))
+            new_members[i] = clone(members[best], next_id, generation, rng)
+            next_id += 1
+            records.append(MutationRecord(generation, new_members[i].id, members[best].id, "none",
+                                          note=f"replaces diverged member {m.id}"))
+        elif not m.diverged:
+            records.append(MutationRecord(generation, m.id, m.parent_id, "elite",
+                                          note=f"fitness {fitness[i]:.3f}; kept"))
+    return Offspring(new_members, records, next_id)
+
+
 Strategy = Callable[[list[Any], list[float], list[float], int, int, EvolutionConfig,
                      MutationConfig, np.random.Generator], Offspring]
-STRATEGIES: dict[str, Strategy] = {"tournament": tournament, "truncation": truncation}
+STRATEGIES: dict[str, Strategy] = {"tournament": tournament, "truncation": truncation,
+                                   "independent": independent}
 
 
 def next_generation(members: list[Any], fitness: list[float], se: list[float], generation: int,
