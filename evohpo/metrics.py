@@ -31,7 +31,7 @@ class Window:
     stats: WindowStats
     best_ever: float
     records: list[MutationRecord]
-    confirmed: Score | None = None  # the best member re-scored on fresh episodes
+    kept: Score | None = None  # the kept best member, scored on fresh episodes
 
 
 def best_index(fitness: list[float]) -> int:
@@ -55,9 +55,8 @@ def generation_metrics(w: Window) -> dict[str, Any]:
         "train/dropped_transitions": w.stats.dropped,
         "train/env_restarts": w.stats.restarts,
     }
-    if w.confirmed is not None:
-        m["eval/best_confirmed"] = w.confirmed.fitness
-        m["eval/best_confirmed_se"] = w.confirmed.std_error
+    if w.kept is not None and np.isfinite(w.kept.std_error):
+        m["eval/best_ever_se"] = w.kept.std_error
     for a, r in w.scores[best].per_agent.items():
         m[f"eval/return/{a}"] = r
     for j, mem in enumerate(w.members):
@@ -69,8 +68,10 @@ def generation_metrics(w: Window) -> dict[str, Any]:
 
 def member_metrics(mem: Member, score: Score, stats: dict[str, float]) -> dict[str, Any]:
     pre = f"member/{mem.id}/"
-    m: dict[str, Any] = {pre + "fitness": score.fitness, pre + "fitness_se": score.std_error,
-                         pre + "env_steps": mem.steps, pre + "params": mem.algo.num_params()}
+    m: dict[str, Any] = {pre + "fitness": score.fitness}
+    if np.isfinite(score.std_error):  # one episode has none
+        m[pre + "fitness_se"] = score.std_error
+    m.update({pre + "env_steps": mem.steps, pre + "params": mem.algo.num_params()})
     for agent, arch in mem.algo.arch().items():  # e.g. member/5/hidden/listener_0/actor = "64-64"
         for net in ("actor", "critic"):
             m[f"{pre}hidden/{agent}/{net}"] = "-".join(map(str, arch[net]))

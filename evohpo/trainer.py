@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from evohpo import checkpoint
+from evohpo.best import BestKeeper
 from evohpo.config import Config, to_dict
 from evohpo.envs import probe
 from evohpo.errors import Diverged, Interrupted
@@ -78,6 +79,7 @@ class Trainer:
         self.state = RunState(eval_rng=np.random.default_rng(eval_ss),
                               evo_rng=np.random.default_rng(evo_ss), members=members,
                               next_id=cfg.population.size)
+        self.keeper = BestKeeper(cfg, self.spec, agents)
         b = cfg.mutation.bounds  # a batch never larger than the replay memory
         self.mutation_cfg = dataclasses.replace(cfg.mutation, bounds=dataclasses.replace(
             b, batch_size=dataclasses.replace(
@@ -176,7 +178,8 @@ class Trainer:
         pop_steps = s.window_steps * self.cfg.env.num_envs / self.runtime.k
         m = generation_metrics(Window(
             s.generation, self.elapsed(now), now - self.window_start, pop_steps, self.evaluated,
-            scores, self.runtime.window(), s.best_ever, records, self.confirmed))
+            scores, self.runtime.window(), s.best_ever, records,
+            self.keeper.score if self.cfg.eval.confirm_episodes else None))
         self.log.log(m, s.env_steps)
         self.log.lineage([r.to_json() for r in records])
         self.log.progress(s.env_steps, {"gen": s.generation, "best": f"{fitness[best]:.2f}",
@@ -195,8 +198,9 @@ class Trainer:
             return
         meta, tensors = self.state.to_checkpoint(self.cfg, self.elapsed(), self.run_dir)
         rmeta, rtensors = self.runtime.state_dict(with_buffer=self.cfg.checkpoint.buffer)
-        self.write(self.run_dir / "checkpoints" / "latest.pt", {**meta, **rmeta},
-                   {**tensors, **rtensors})
+        bmeta, btensors = self.keeper.state_dict()
+        self.write(self.run_dir / "checkpoints" / "latest.pt", {**meta, **rmeta, **bmeta},
+                   {**tensors, **rtensors, **btensors})
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
         """Continue from a checkpoint's state (of a trainer built with the same config)."""
@@ -204,33 +208,35 @@ class Trainer:
                                               self.runtime.device)
         self.births = []  # written when the run began
         self.runtime.load_state_dict(meta, tensors)
+        self.keeper.load_state_dict(meta, tensors, self.runtime.device)
 
     def keep_best(self, scores: list[Score]) -> None:
-        """The generation's best member, re-scored on ``eval.confirm_episodes`` fresh episodes,
-        becomes the best ever (and checkpoints/best.pt) if its confirmed fitness is higher.
-
-        Confirming on fresh episodes keeps the best ever honest: the highest of many noisy
-        estimates overstates its member; an estimate on new episodes does not.
-        """
+        """Keep the best member (checkpoints/best.pt, eval/best_ever): see :mod:`evohpo.best`;
+        with ``eval.confirm_episodes: 0``, the highest screening fitness ever seen."""
         s, best = self.state, best_index([sc.fitness for sc in scores])
-        self.confirmed: Score | None = None
-        seed, episodes, sc = self.eval_seed, self.cfg.eval.episodes, scores[best]
-        if self.cfg.eval.confirm_episodes and not self.evaluated[best].diverged:
-            seed = int(np.random.SeedSequence([self.eval_seed, 1]).generate_state(1)[0])
-            sc = self.confirmed = self.runtime.confirm(best, seed)
-            episodes = self.cfg.eval.confirm_episodes
-        if not sc.fitness > s.best_ever:
-            return
-        s.best_ever = sc.fitness
-        if self.run_dir is None or not self.cfg.checkpoint.enabled:
-            return
         m: Member = self.evaluated[best]
+        if self.cfg.eval.confirm_episodes:
+            if not m.diverged:
+                self.keeper.offer(m, scores[best].fitness, s.generation, s.env_steps,
+                                  self.eval_seed)
+            if self.keeper.score is None:
+                return
+            s.best_ever = self.keeper.score.fitness
+            member, algo = self.keeper.record(), self.keeper.algo
+        else:
+            if not scores[best].fitness > s.best_ever:
+                return
+            s.best_ever = scores[best].fitness
+            member = {"id": m.id, "parent_id": m.parent_id, "fitness": scores[best].fitness,
+                      "per_agent": scores[best].per_agent, "eval_seed": self.eval_seed,
+                      "episodes": self.cfg.eval.episodes,
+                      "hyperparams": dataclasses.asdict(m.hp), "arch": m.algo.arch()}
+            algo = m.algo
+        if self.run_dir is None or not self.cfg.checkpoint.enabled or algo is None:
+            return
         meta = {"config": to_dict(self.cfg), "generation": s.generation, "env_steps": s.env_steps,
-                "member": {"id": m.id, "parent_id": m.parent_id, "fitness": sc.fitness,
-                           "per_agent": sc.per_agent, "eval_seed": seed, "episodes": episodes,
-                           "fitness_se": sc.std_error, "screened_fitness": scores[best].fitness,
-                           "hyperparams": dataclasses.asdict(m.hp), "arch": m.algo.arch()}}
-        self.write(self.run_dir / "checkpoints" / "best.pt", meta, {"algo": m.algo.state_dict()})
+                "member": member}
+        self.write(self.run_dir / "checkpoints" / "best.pt", meta, {"algo": algo.state_dict()})
 
     def write(self, path: Path, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
         try:
@@ -280,3 +286,4 @@ class Trainer:
 
     def close(self) -> None:
         self.runtime.close()
+        self.keeper.close()

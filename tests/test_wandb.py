@@ -142,9 +142,8 @@ def test_offline_run_holds_generations_lineage_config_and_best(tmp_path: Path) -
     (art,) = [a for a in w["artifacts"] if a.type == "model"]
     assert art.name.startswith("best-") and "best" in art.aliases
     assert [e.path for e in art.manifest.contents] == ["best.pt"]
-    # the best ever is confirmed on fresh episodes, not the highest screening estimate
+    # the kept member's fitness on fresh episodes, not the highest screening estimate
     assert json.loads(art.metadata)["fitness"] == pytest.approx(metrics[-1]["eval/best_ever"])
-    assert metrics[-1]["eval/best_ever"] == max(m["eval/best_confirmed"] for m in metrics)
     # W&B wrote only inside the run directory and the test's own tmp dirs
     assert (run / "wandb" / "evohpo-run-id").read_text() == w["run"].run_id
 

@@ -260,11 +260,6 @@ class RayRuntime(Runtime):
                 self.mark_diverged(m, why)
         return [sc for sc, _, _ in results]
 
-    def confirm(self, slot: int, seed: int) -> Score:
-        self.sync_members()
-        g = slot // self.per_actor
-        return self.call_all("confirm", lambda _: (slot - g * self.per_actor, seed), only=[g])[0]
-
     # ----------------------------------------------------------------------------- state
     def reset_envs(self, seed: int | None) -> dict[str, np.ndarray]:
         e = self.envs_per_actor  # env i of the pool gets seed + i, as in a local pool

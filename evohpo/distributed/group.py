@@ -180,9 +180,6 @@ class MemberGroup:
         results = self.t.evaluate(seed)
         return [(sc, m.diverged, m.diverged_why) for sc, m in zip(results, self.t.members, strict=True)]
 
-    def confirm(self, slot: int, seed: int) -> Score:
-        return self.t.confirm(slot, seed)
-
     # ------------------------------------------------------------------ replay copy
     def buffer_state(self) -> dict[str, Any]:
         return self.t.buffer_state()

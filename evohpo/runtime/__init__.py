@@ -78,10 +78,6 @@ class Runtime(ABC):
     def evaluate(self, seed: int) -> list[Score]:
         """Every placed member's score on the episodes of ``seed`` (diverged members: the worst)."""
 
-    @abstractmethod
-    def confirm(self, slot: int, seed: int) -> Score:
-        """The member in ``slot`` re-scored on ``eval.confirm_episodes`` episodes of ``seed``."""
-
     def window(self) -> WindowStats:
         return WindowStats(self.loss_stats, self.train_returns, self.dropped, self.restarts)
 

@@ -85,7 +85,6 @@ class LocalRuntime(Runtime):
         self.pool: VectorPool = self.make_train_pool()
         # the same backend as training: a batched pool plays the episodes a PettingZoo pool would
         self.eval_pool = eval_pool(cfg, spec, cfg.eval.episodes)
-        self.confirm_pool: VectorPool | None = None
         check_memory(spec, cfg.buffer.capacity)
         self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device)
         self.actor = PopulationActor(spec)
@@ -209,11 +208,6 @@ class LocalRuntime(Runtime):
                 results.append(score(m.algo, self.eval_pool, seed, self.fitness_agents))
         return results
 
-    def confirm(self, slot: int, seed: int) -> Score:
-        if self.confirm_pool is None:  # built when first needed: many runs never confirm
-            self.confirm_pool = eval_pool(self.cfg, self.spec, self.cfg.eval.confirm_episodes)
-        return score(self.members[slot].algo, self.confirm_pool, seed, self.fitness_agents)
-
     # ----------------------------------------------------------------------------- state
     def reset_envs(self, seed: int | None) -> dict[str, np.ndarray]:
         self.obs = self.pool.reset(seed=seed)
@@ -235,5 +229,3 @@ class LocalRuntime(Runtime):
     def close(self) -> None:
         self.pool.close()
         self.eval_pool.close()
-        if self.confirm_pool is not None:
-            self.confirm_pool.close()

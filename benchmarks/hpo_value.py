@@ -1,0 +1,155 @@
+"""What evolution buys: the member a user gets, from several starts, against fixed hyperparameters
+and random search, at equal env steps.
+
+    python benchmarks/hpo_value.py --env simple_speaker_listener --algo matd3 --steps 2000000 \\
+        --seeds 0,1,2,3,4 --starts preset,poor,poor_lr,sample \\
+        --variants tournament,truncation,fixed,select --jobs 2 --out runs/hpo_value
+
+Every (start, variant, seed) is one run. Its final ``checkpoints/best.pt`` (the member ``evohpo
+eval`` and ``export`` give) is re-evaluated on ``--episodes`` fresh episodes (seed 10**6 + run
+seed, never seen in training). The table gives each cell's mean and spread over seeds, and the
+paired difference (same seeds) of each variant against ``--reference`` with a 95% t interval.
+Finished runs are skipped when run again (their results are kept in ``results.jsonl``).
+
+Starts: ``preset`` (the shipped config), ``poor`` (batch 32, learn_step 400), ``poor_lr``
+(learning rates 10x too small), ``sample`` (population.init: sample: a Latin hypercube over the
+search space, member 0 the preset). Variants: ``tournament`` (evolution as shipped),
+``truncation`` (PBT), ``fixed`` (selection off, no mutation: from ``sample`` this is random
+search), ``select`` (tournament selection without mutation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STARTS: dict[str, dict[str, Any]] = {
+    "preset": {},
+    "poor": {"algo.batch_size": 32, "algo.learn_step": 400},
+    "poor_lr": {"algo.lr_actor": 1e-4, "algo.lr_critic": 1e-4},
+    "sample": {"population.init": "sample"},
+}
+NO_MUTATION = {"mutation.none": 1, "mutation.hyperparameters": 0, "mutation.weights": 0,
+               "mutation.architecture": 0, "mutation.activation": 0}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "tournament": {"evolution.strategy": "tournament"},
+    "truncation": {"evolution.strategy": "truncation"},
+    "fixed": {"evolution.strategy": "independent", **NO_MUTATION},
+    "select": {"evolution.strategy": "tournament", **NO_MUTATION},
+}
+# two-sided 95% t quantiles by degrees of freedom
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+       9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t95(df: int) -> float:
+    return T95[max(k for k in T95 if k <= df)] if df >= 1 else math.nan
+
+
+def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int, episodes: int,
+            out: Path, extra: dict[str, Any]) -> dict[str, Any]:
+    import evohpo
+
+    run_dir = out / f"{env}-{algo}-{start}-{variant}-s{seed}"
+    overrides = {"env.pool": "sync", **STARTS[start], **VARIANTS[variant], **extra}
+    t0 = time.perf_counter()
+    result = evohpo.train(algo=algo, env=env, steps=steps, seed=seed, overrides=overrides,
+                          run_dir=run_dir, overwrite=True)
+    run = evohpo.load_run(run_dir)
+    returns = run.evaluate("best", episodes=episodes, seed=10**6 + seed)
+    agents = run.config.eval.fitness_agents or list(returns)
+    totals = np.sum([returns[a] for a in agents], axis=0)
+    metrics = result.metrics
+    best = run.member("best")
+    return {"env": env, "algo": algo, "start": start, "variant": variant, "seed": seed,
+            "steps": steps, "reeval": float(totals.mean()),
+            "reeval_se": float(totals.std(ddof=1) / math.sqrt(len(totals))),
+            "reported": best.info.get("fitness"), "best_member": best.id,
+            "min_mean_fitness": min(m["eval/mean_fitness"] for m in metrics),
+            "min_best_fitness": min(m["eval/best_fitness"] for m in metrics),
+            "reached_40": any(m["eval/best_fitness"] >= -40 for m in metrics),
+            "hyperparams": best.info.get("hyperparams"), "wall_s": time.perf_counter() - t0}
+
+
+def summarize(rows: list[dict[str, Any]], reference: str) -> None:
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for r in rows:
+        by.setdefault((r["start"], r["variant"]), {})[r["seed"]] = r["reeval"]
+    print("\n| start | variant | seeds | re-evaluated best (mean +- sd) | paired diff vs "
+          f"{reference} (mean, 95% CI) |")
+    print("|---|---|---|---|---|")
+    for (start, variant), vals in sorted(by.items()):
+        v = np.array(list(vals.values()))
+        ref = by.get((start, reference), {})
+        common = sorted(set(vals) & set(ref))
+        diff = ""
+        if variant != reference and len(common) >= 2:
+            d = np.array([vals[s] - ref[s] for s in common])
+            half = t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+            diff = f"{d.mean():+.2f} [{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] (n={len(d)})"
+        print(f"| {start} | {variant} | {len(v)} | {v.mean():.2f} +- {v.std(ddof=1) if len(v) > 1 else 0:.2f} "
+              f"| {diff} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--env", default="simple_speaker_listener")
+    ap.add_argument("--algo", default="matd3")
+    ap.add_argument("--steps", type=int, default=2_000_000)
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--starts", default="preset,poor,poor_lr,sample")
+    ap.add_argument("--variants", default="tournament,truncation,fixed,select")
+    ap.add_argument("--reference", default="fixed", help="the variant the others are paired with")
+    ap.add_argument("--episodes", type=int, default=100, help="fresh episodes per re-evaluation")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)),
+                    help="runs at once (one core each)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for every run (repeatable)")
+    ap.add_argument("--out", default="runs/hpo_value")
+    ap.add_argument("--summary-only", action="store_true", help="print the table of finished runs")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "results.jsonl"
+    done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    extra: dict[str, Any] = {}
+    for text in args.set:
+        key, _, value = text.partition("=")
+        extra[key] = json.loads(value) if value[:1] in "[{0123456789-" or value in (
+            "true", "false", "null") else value
+    key = (args.env, args.algo, args.steps)
+    have = {(r["start"], r["variant"], r["seed"]) for r in done
+            if (r["env"], r["algo"], r["steps"]) == key}
+    todo = [(s, v, int(seed)) for s in args.starts.split(",") for v in args.variants.split(",")
+            for seed in args.seeds.split(",") if (s, v, int(seed)) not in have]
+    if not args.summary_only and todo:
+        print(f"{len(todo)} runs of {args.steps:,} env steps, {args.jobs} at a time", flush=True)
+        os.environ.setdefault("WANDB_MODE", "disabled")
+        with ProcessPoolExecutor(args.jobs) as pool:
+            futures = {pool.submit(one_run, args.env, args.algo, s, v, seed, args.steps,
+                                   args.episodes, out, extra): (s, v, seed) for s, v, seed in todo}
+            for fut in as_completed(futures):
+                r = fut.result()
+                done.append(r)
+                with open(log, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+                print(f"{r['start']:>8} {r['variant']:>10} s{r['seed']}: re-evaluated "
+                      f"{r['reeval']:7.2f} (reported {r['reported']:.2f}), "
+                      f"{r['wall_s']:.0f}s", flush=True)
+    rows = [r for r in done if (r["env"], r["algo"], r["steps"]) == key]
+    print(f"\n{args.env}, {args.algo}, {args.steps:,} env steps; the final best.pt member "
+          f"re-evaluated on {args.episodes} fresh episodes")
+    summarize(rows, args.reference)
+
+
+if __name__ == "__main__":
+    main()

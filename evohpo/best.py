@@ -1,0 +1,89 @@
+"""The member a user gets: chosen on fresh episodes, and reported on other fresh episodes.
+
+Each generation's highest fitness is the luckiest of several noisy estimates: taken at face
+value it overstates its member, and keeping the highest over many generations overstates it
+more. So each generation the screening winner (the member with the highest fitness) and the
+member kept so far play the same ``eval.confirm_episodes`` fresh episodes; the better of the two
+is kept. The kept member is then scored on another set of fresh episodes, which played no part
+in choosing it: that score is what ``eval/best_ever`` and ``checkpoints/best.pt`` report, and
+``evohpo eval`` reproduces it exactly (same seed, same episodes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from evohpo.algos import Algorithm, restore_algo
+from evohpo.config import Config
+from evohpo.envs import VectorPool
+from evohpo.envs.registry import EnvSpec
+from evohpo.play import Score, eval_pool, score
+
+
+def fresh_seeds(eval_seed: int) -> tuple[int, int]:
+    """Two seeds of episodes unrelated to the screening episodes of ``eval_seed``."""
+    a, b = np.random.SeedSequence([eval_seed, 1]).generate_state(2)
+    return int(a), int(b)
+
+
+class BestKeeper:
+    def __init__(self, cfg: Config, spec: EnvSpec, agents: list[str]):
+        self.cfg, self.spec, self.agents = cfg, spec, agents
+        self.pool: VectorPool | None = None  # built when first needed
+        self.algo: Algorithm | None = None   # a copy of the kept member's algorithm
+        self.info: dict[str, Any] = {}       # its record: id, hyperparameters, ...
+        self.score: Score | None = None      # on the reporting episodes
+        self.seed = 0                        # of the reporting episodes
+
+    def play(self, algo: Algorithm, seed: int) -> Score:
+        if self.pool is None:
+            self.pool = eval_pool(self.cfg, self.spec, self.cfg.eval.confirm_episodes)
+        return score(algo, self.pool, seed, self.agents)
+
+    def offer(self, member: Any, screened: float, generation: int, env_steps: int,
+              eval_seed: int) -> bool:
+        """The screening winner against the kept member on the same fresh episodes; returns
+        whether it is kept now. Either way, the kept member is scored anew."""
+        choose, report = fresh_seeds(eval_seed)
+        new = self.algo is None or (self.play(member.algo, choose).fitness
+                                    > self.play(self.algo, choose).fitness)
+        if new:
+            self.algo = member.algo.clone(0)  # a copy: the member itself goes on learning
+            self.info = {"id": member.id, "parent_id": member.parent_id,
+                         "generation": generation, "env_steps": env_steps,
+                         "screened_fitness": screened,
+                         "hyperparams": dataclasses.asdict(member.hp), "arch": member.algo.arch()}
+        assert self.algo is not None
+        self.score, self.seed = self.play(self.algo, report), report
+        return new
+
+    def record(self) -> dict[str, Any]:
+        """What checkpoints/best.pt says of the kept member."""
+        assert self.score is not None
+        return {**self.info, "fitness": self.score.fitness, "per_agent": self.score.per_agent,
+                "fitness_se": self.score.std_error, "eval_seed": self.seed,
+                "episodes": self.cfg.eval.confirm_episodes}
+
+    # ----------------------------------------------------------------------------- checkpoints
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self.algo is None or self.score is None:
+            return {}, {}
+        return {"best": self.record()}, {"best_algo": self.algo.state_dict()}
+
+    def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any], device: Any) -> None:
+        rec = meta.get("best")
+        if not rec or "best_algo" not in tensors:
+            return
+        self.algo = restore_algo(self.cfg, self.spec, tensors["best_algo"], device)
+        keys = ("id", "parent_id", "generation", "env_steps", "screened_fitness", "hyperparams",
+                "arch")
+        self.info = {k: rec[k] for k in keys if k in rec}
+        self.score = Score(rec["fitness"], rec["per_agent"], rec["fitness_se"])
+        self.seed = rec["eval_seed"]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()

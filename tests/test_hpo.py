@@ -1,0 +1,523 @@
+"""The search: sampled starts (scales, bounds, Latin hypercube), each strategy's exploit/explore
+on synthetic fitness with known answers, the noise-aware copy rule, and the confirmed best."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import evohpo
+from evohpo import checkpoint, play, playback, space
+from evohpo import config as C
+from evohpo.algos import Hyperparams
+from evohpo.config import EvolutionConfig, MutationConfig
+from evohpo.envs import probe
+from evohpo.evolution import independent, next_generation, truncation, worse_beyond
+from evohpo.play import Score
+from evohpo.population import make_population
+from evohpo.report.data import read_jsonl
+
+TOY = "tests.toy_envs:target_game"
+HP_NAMES = [f.name for f in dataclasses.fields(Hyperparams)]
+INTS = ("batch_size", "learn_step")
+NAN, INF = float("nan"), math.inf
+
+
+def sample_cfg(size: int = 16, **over: Any) -> C.Config:
+    base = {"device": "cpu", "env": {"name": TOY, "num_envs": size, "pool": "sync"},
+            "population": {"size": size, "init": "sample"}, "logging": {"console": False}}
+    return C.load([base, over])
+
+
+# ----------------------------------------------------------------------------- sampled starts
+
+
+def test_latin_hypercube_has_one_point_per_stratum_on_every_axis() -> None:
+    for n, d, seed in [(1, 3, 0), (7, 2, 1), (16, 8, 2), (30, 5, 3)]:
+        u = space.latin_hypercube(n, d, np.random.default_rng(seed))
+        assert u.shape == (n, d) and (u >= 0).all() and (u < 1).all()
+        for j in range(d):
+            assert sorted(np.floor(u[:, j] * n).astype(int)) == list(range(n))
+    # the strata are shuffled independently per axis (not the same order on every axis)
+    u = space.latin_hypercube(16, 4, np.random.default_rng(0))
+    orders = {tuple(np.argsort(u[:, j])) for j in range(4)}
+    assert len(orders) == 4
+
+
+def test_sampled_starts_stay_in_bounds_and_the_arch_space() -> None:
+    cfg = sample_cfg(16, algo={"hidden": [64]}, mutation={
+        "bounds": {"batch_size": {"min": 16, "max": 512}, "learn_step": {"min": 2, "max": 90}},
+        "arch": {"min_layers": 1, "max_layers": 3, "min_width": 16, "max_width": 128}})
+    starts = space.starts(cfg, np.random.default_rng(0))
+    assert len(starts) == 16
+    assert not starts[0].sampled and all(s.sampled for s in starts[1:])  # keep_preset by default
+    arch = cfg.mutation.arch
+    for s in starts[1:]:
+        assert set(s.hyperparams) == set(HP_NAMES)
+        for name in HP_NAMES:
+            b, v = getattr(cfg.mutation.bounds, name), s.hyperparams[name]
+            assert b.min <= v <= b.max, (name, v)
+            assert type(v) is (int if name in INTS else float), (name, v)
+        assert arch.min_layers <= len(s.hidden) <= arch.max_layers
+        assert all(arch.min_width <= w <= arch.max_width and w % 8 == 0 for w in s.hidden)
+        assert len(set(s.hidden)) == 1  # one width per network
+    # a Latin hypercube: 15 sampled members, 15 different values on every continuous axis
+    for name in ("lr_actor", "lr_critic", "tau", "expl_noise"):
+        assert len({s.hyperparams[name] for s in starts[1:]}) == 15
+    # the architecture axes are explored: several depths and several widths
+    assert len({len(s.hidden) for s in starts}) == 3
+    assert len({s.hidden[0] for s in starts}) >= 4
+
+
+def test_sampled_starts_are_reproducible_per_seed() -> None:
+    cfg = sample_cfg(16)
+    a = space.starts(cfg, np.random.default_rng(5))
+    b = space.starts(cfg, np.random.default_rng(5))
+    c = space.starts(cfg, np.random.default_rng(6))
+    assert a == b
+    assert a[1:] != c[1:] and a[0] == c[0]  # member 0 is the preset either way
+    assert all(x.hyperparams["lr_actor"] != y.hyperparams["lr_actor"]
+               for x, y in zip(a[1:], c[1:], strict=True))
+
+
+def test_log_scale_spreads_over_the_decades_and_linear_over_the_range() -> None:
+    bounds = {"lr_actor": {"min": 1e-5, "max": 1e-2, "scale": "log"},
+              "expl_noise": {"min": 0.0, "max": 0.5, "scale": "linear"},
+              "tau": {"min": 1e-3, "max": 0.1, "scale": "linear"},
+              "lr_critic": {"min": 1e-3, "max": 0.1, "scale": "log"}}
+    cfg = sample_cfg(30, population={"keep_preset": False}, mutation={"bounds": bounds})
+    starts = space.starts(cfg, np.random.default_rng(0))
+    lr = np.array([s.hyperparams["lr_actor"] for s in starts])
+    decades = np.bincount(np.floor(np.log10(lr) + 5).astype(int).clip(0, 2), minlength=3)
+    assert decades.sum() == 30 and (decades >= 7).all(), decades  # linear: ~27 in the top one
+    noise = np.array([s.hyperparams["expl_noise"] for s in starts])
+    assert 12 <= (noise > 0.25).sum() <= 18  # about half above the middle of [0, 0.5]
+    # the same range [1e-3, 0.1]: linear halves it at its midpoint, log at its geometric mean
+    tau = np.array([s.hyperparams["tau"] for s in starts])
+    lrc = np.array([s.hyperparams["lr_critic"] for s in starts])
+    assert 12 <= (tau > 0.0505).sum() <= 18 and (tau > 0.01).sum() >= 25
+    assert 12 <= (lrc > 0.01).sum() <= 18 and (lrc > 0.0505).sum() <= 7
+
+
+def test_from_unit_known_values() -> None:
+    log, lin = C.Bound(1e-4, 1e-2, scale="log"), C.Bound(0.0, 0.5, scale="linear")
+    assert space.from_unit(log, 0.0) == pytest.approx(1e-4)
+    assert space.from_unit(log, 0.5) == pytest.approx(1e-3)
+    assert space.from_unit(log, 1.0) == pytest.approx(1e-2)
+    assert space.from_unit(lin, 0.5) == pytest.approx(0.25)
+    ints = C.Bound(10, 1000, scale="log")
+    assert space.from_unit(ints, 0.5, integer=True) == 100
+    assert space.from_unit(ints, 1.0, integer=True) == 1000
+
+
+def test_keep_preset_pinned_bounds_and_init_preset() -> None:
+    cfg = sample_cfg(8, algo={"tau": 0.02, "batch_size": 128, "hidden": [48, 48]},
+                     mutation={"bounds": {"tau": {"mutate": False},
+                                          "batch_size": {"mutate": False}}})
+    a = cfg.algo
+    preset = {"lr_actor": a.lr_actor, "lr_critic": a.lr_critic, "batch_size": a.batch_size,
+              "learn_step": a.learn_step, "tau": a.tau, "expl_noise": a.expl_noise}
+    starts = space.starts(cfg, np.random.default_rng(1))
+    assert starts[0].hyperparams == preset and starts[0].hidden == [48, 48]
+    assert not starts[0].sampled
+    for s in starts:  # a bound with mutate: false is never sampled
+        assert s.hyperparams["tau"] == 0.02 and s.hyperparams["batch_size"] == 128
+    assert len({s.hyperparams["lr_actor"] for s in starts}) == 8
+    # without keep_preset member 0 is sampled too
+    off = C.load([C.to_dict(cfg), {"population": {"keep_preset": False}}])
+    first = space.starts(off, np.random.default_rng(1))[0]
+    assert first.sampled and first.hyperparams != preset
+    # init: preset: every member is the preset
+    pre = C.load([C.to_dict(cfg), {"population": {"init": "preset"}}])
+    for s in space.starts(pre, np.random.default_rng(1)):
+        assert s.hyperparams == preset and s.hidden == [48, 48] and not s.sampled
+
+
+def test_sampled_population_matches_its_birth_records() -> None:
+    cfg = sample_cfg(4, algo={"hidden": [16]},
+                     mutation={"arch": {"max_layers": 2, "min_width": 8, "max_width": 32}})
+    spec = probe(TOY)
+    members, records = make_population(cfg, spec, np.random.default_rng(7), torch.device("cpu"))
+    starts = space.starts(cfg, np.random.default_rng(7))  # the same draws, made first
+    assert [m.id for m in members] == [r.member_id for r in records] == [0, 1, 2, 3]
+    assert [r.op for r in records] == ["preset", "sample", "sample", "sample"]
+    for m, r, s in zip(members, records, starts, strict=True):
+        assert (r.kind, r.generation, r.parent_id, m.parent_id) == ("birth", 0, None, None)
+        hp = {k: v for k, v in r.after.items() if k != "hidden"}
+        assert hp == s.hyperparams and r.after["hidden"] == s.hidden
+        assert m.algo.hp == Hyperparams(**hp)
+        for agent, arch in m.algo.arch().items():
+            assert arch["actor"] == r.after["hidden"] and arch["critic"] == r.after["hidden"], agent
+        # the learning rates reach the optimizers
+        for opts, name in ((m.algo.actor_opts, "lr_actor"), (m.algo.critic_opts, "lr_critic")):
+            assert {g["lr"] for o in opts.values() for g in o.param_groups} == {hp[name]}
+    assert members[0].algo.hp == Hyperparams(**{k: getattr(cfg.algo, k) for k in HP_NAMES})
+    assert len({m.algo.hp.lr_actor for m in members}) == 4
+
+
+@pytest.mark.xfail(strict=True, reason="sampled starts ignore the buffer.capacity clip of "
+                   "mutation.bounds.batch_size; such members never learn")
+def test_sampled_batch_size_respects_the_buffer_capacity() -> None:
+    from evohpo.trainer import Trainer
+
+    cfg = sample_cfg(8, algo={"batch_size": 64, "hidden": [16]}, buffer={"capacity": 100})
+    t = Trainer(cfg)
+    try:
+        assert all(m.hp.batch_size <= 100 for m in t.members), [m.hp.batch_size for m in t.members]
+    finally:
+        t.close()
+
+
+# ----------------------------------------------------------------------------- strategies
+
+BOUNDS = {"lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "batch_size": (32, 1024),
+          "learn_step": (10, 400), "tau": (1e-3, 0.1), "expl_noise": (0.0, 0.5)}
+MID = Hyperparams(lr_actor=1e-3, lr_critic=2e-3, batch_size=128, learn_step=50, tau=0.01,
+                  expl_noise=0.2)
+
+
+def mcfg(**kw: Any) -> MutationConfig:
+    data: dict[str, Any] = {"none": 0.0, "hyperparameters": 1.0, "weights": 0.0,
+                            "architecture": 0.0, "activation": 0.0,
+                            "bounds": {k: {"min": lo, "max": hi} for k, (lo, hi) in BOUNDS.items()}}
+    data["bounds"]["expl_noise"]["scale"] = "linear"
+    for name, b in kw.pop("bounds", {}).items():
+        data["bounds"][name].update(b)
+    return C.build(MutationConfig, {**data, **kw}, "mutation")
+
+
+def ecfg(**kw: Any) -> EvolutionConfig:
+    return C.build(EvolutionConfig, kw, "evolution")
+
+
+@dataclass
+class FakeAlgo:
+    hp: Hyperparams
+    seed: int = -1
+
+    def set_hyperparams(self, **changes: Any) -> None:
+        self.hp = dataclasses.replace(self.hp, **changes)
+
+    def clone(self, seed: int) -> FakeAlgo:
+        other = copy.deepcopy(self)
+        other.seed = seed
+        return other
+
+
+@dataclass
+class FakeMember:
+    id: int
+    parent_id: int | None
+    algo: FakeAlgo
+    rng: np.random.Generator
+    born: int = 0
+    fitness: list[float] = field(default_factory=list)
+    diverged: bool = False
+    diverged_why: str = ""
+
+
+def population(n: int, diverged: tuple[int, ...] = (), hp: Hyperparams = MID,
+               ) -> list[FakeMember]:
+    """Members with ids 100 + slot (ids are not slots), each with its own hyperparameters."""
+    return [FakeMember(100 + i, 90 + i, FakeAlgo(dataclasses.replace(hp)),
+                       np.random.default_rng(i), fitness=[float(i)], diverged=i in diverged,
+                       diverged_why="nan loss" if i in diverged else "") for i in range(n)]
+
+
+def slot_of(members: list[FakeMember], member_id: int) -> int:
+    return next(i for i, m in enumerate(members) if m.id == member_id)
+
+
+def expected_perturb(name: str, before: float, factor: float) -> float:
+    lo, hi = BOUNDS[name]
+    if name in INTS:
+        new = min(max(round(before * factor), lo), hi)
+        return new if new != before else min(max(before + (1 if factor > 1 else -1), lo), hi)
+    return min(max(before * factor, lo), hi)
+
+
+def ops_of(op: str) -> dict[str, str]:
+    return dict(part.split(" ", 1) for part in op.split(", ")) if op else {}
+
+
+def check_explore(rec: Any, mut: MutationConfig) -> dict[str, str]:
+    """Every change in a PBT record is a factor of mutation.factors or a resample in bounds."""
+    ops = ops_of(rec.op)
+    assert set(ops) == set(rec.after or {}) == set(rec.before or {})
+    assert rec.target == ",".join(ops)
+    for name, op in ops.items():
+        before, after = rec.before[name], rec.after[name]
+        assert after != before and type(after) is (int if name in INTS else float)
+        lo, hi = BOUNDS[name]
+        assert lo <= after <= hi, (name, after)
+        if op != "resample":
+            factor = float(op.removeprefix("*"))
+            assert factor in mut.factors
+            assert after == pytest.approx(expected_perturb(name, before, factor)), (name, op)
+    return ops
+
+
+def test_truncation_known_answer() -> None:
+    mut, ev = mcfg(), ecfg(strategy="truncation", quantile=0.25, resample_probability=0.25)
+    for seed in range(20):
+        members = population(8)
+        snapshot = [dataclasses.replace(m.algo.hp) for m in members]
+        out = next_generation(members, [float(i) for i in range(8)], [0.0] * 8, 3, 50, ev, mut,
+                              np.random.default_rng(seed))
+        assert out.next_id == 52 and len(out.members) == 8
+        assert [m.id for m in out.members[:2]] == [50, 51]
+        assert all(out.members[i] is members[i] for i in range(2, 8))
+        for slot in (0, 1):
+            child = out.members[slot]
+            t = slot_of(members, child.parent_id)
+            assert t in (6, 7)
+            assert child.born == 4 and child.fitness == [] and child.algo is not members[t].algo
+            rec = next(r for r in out.records if r.member_id == child.id)
+            assert (rec.generation, rec.parent_id) == (3, members[t].id)
+            assert rec.kind == "hyperparameters"
+            assert members[slot].id == 100 + slot and str(100 + slot) in rec.note
+            check_explore(rec, mut)
+            assert rec.before == {k: getattr(members[t].algo.hp, k) for k in rec.before}
+            assert child.algo.hp == dataclasses.replace(members[t].algo.hp, **rec.after)
+        # the parents were copied, not changed
+        assert [m.algo.hp for m in members] == snapshot
+        elite = sorted(r.member_id for r in out.records if r.kind == "elite")
+        assert elite == list(range(102, 108)) and len(out.records) == 8
+
+
+def test_truncation_resample_probability_one_draws_from_the_prior() -> None:
+    mut, ev = mcfg(), ecfg(strategy="truncation", quantile=0.25, resample_probability=1.0)
+    lrs, changed = [], 0
+    for seed in range(60):
+        out = truncation(population(8), [float(i) for i in range(8)], [0.0] * 8, 0, 8, ev, mut,
+                         np.random.default_rng(seed))
+        for rec in out.records[:2]:
+            ops = check_explore(rec, mut)
+            assert set(ops.values()) == {"resample"}
+            changed += len(ops)
+            lrs.append(rec.after["lr_actor"])
+    assert changed >= 0.98 * 120 * 6  # all six move (an integer may redraw its own value)
+    lrs_a = np.array(lrs)
+    # log-uniform on [1e-5, 1e-2]: half below the geometric mean 10^-3.5, not near the parent
+    assert 0.35 <= (lrs_a < 10 ** -3.5).mean() <= 0.65
+    assert (np.abs(lrs_a / 1e-3 - 1) < 0.25).mean() < 0.2
+
+
+def test_truncation_resample_probability_zero_only_perturbs() -> None:
+    mut = mcfg(bounds={"tau": {"mutate": False}})
+    ev = ecfg(strategy="truncation", quantile=0.25, resample_probability=0.0)
+    near_max = dataclasses.replace(MID, lr_actor=9.5e-3, learn_step=390)
+    factors = set()
+    for seed in range(20):
+        out = truncation(population(8, hp=near_max), [float(i) for i in range(8)], [0.0] * 8, 0,
+                         8, ev, mut, np.random.default_rng(seed))
+        for rec in out.records[:2]:
+            ops = check_explore(rec, mut)
+            assert set(ops) == set(HP_NAMES) - {"tau"}  # mutate: false stays put
+            assert set(ops.values()) <= {"*0.8", "*1.2"}
+            factors |= set(ops.values())
+            if ops["lr_actor"] == "*1.2":  # clipped at the bound
+                assert rec.after["lr_actor"] == 1e-2
+            if ops["learn_step"] == "*1.2":
+                assert rec.after["learn_step"] == 400
+    assert factors == {"*0.8", "*1.2"}
+
+
+def test_tournament_keeps_the_elite_and_never_breeds_from_a_diverged_member() -> None:
+    mut = mcfg()
+    fitness = [3.0, 1.0, 9.0, 5.0, 2.0, 0.0]  # slot 2 scores best but has diverged
+    for size in (2, 3):
+        ev = ecfg(strategy="tournament", tournament_size=size)
+        for seed in range(30):
+            members = population(6, diverged=(2,))
+            out = next_generation(members, fitness, [0.0] * 6, 1, 20, ev, mut,
+                                  np.random.default_rng(seed))
+            assert out.members[0] is members[3]  # the best healthy member, unchanged
+            assert out.members[0].algo.hp == MID
+            kinds = {r.member_id: r.kind for r in out.records}
+            assert kinds[103] == "elite" and kinds[102] == "diverged"
+            children = out.members[1:]
+            assert [c.id for c in children] == list(range(20, 25)) and out.next_id == 25
+            assert all(c.parent_id != 102 and c.born == 2 for c in children)
+            for c in children:  # one hyperparameter moved by a factor
+                rec = next(r for r in out.records if r.member_id == c.id)
+                assert rec.kind == "hyperparameters" and rec.parent_id == c.parent_id
+                assert getattr(c.algo.hp, rec.target) == rec.after
+    # a full tournament: every slot's parent is the best healthy member
+    ev = ecfg(strategy="tournament", tournament_size=6)
+    out = next_generation(population(6, diverged=(2,)), fitness, [0.0] * 6, 0, 6, ev, mut,
+                          np.random.default_rng(0))
+    assert [m.parent_id for m in out.members[1:]] == [103] * 5
+
+
+def test_independent_keeps_the_healthy_and_replaces_the_diverged() -> None:
+    mut, ev = mcfg(), ecfg(strategy="independent")
+    members = population(5, diverged=(1, 3))
+    fitness = [2.0, 8.0, 4.0, NAN, -1.0]  # slot 1 scores best but has diverged
+    out = next_generation(members, fitness, [0.1] * 5, 2, 40, ev, mut,
+                          np.random.default_rng(0))
+    for i in (0, 2, 4):
+        assert out.members[i] is members[i] and out.members[i].algo.hp == MID
+    for i, new_id in ((1, 40), (3, 41)):
+        child = out.members[i]
+        assert (child.id, child.parent_id, child.born) == (new_id, 102, 3)
+        assert child.algo is not members[2].algo and child.algo.hp == members[2].algo.hp
+    assert out.next_id == 42
+    kinds = sorted((r.member_id, r.kind, r.parent_id) for r in out.records)
+    assert kinds == [(40, "none", 102), (41, "none", 102), (100, "elite", 90),
+                     (101, "diverged", 91), (102, "elite", 92), (103, "diverged", 93),
+                     (104, "elite", 94)]
+    # nobody diverged: the same population, no new ids
+    healthy = population(4)
+    out = independent(healthy, [1.0, 4.0, 2.0, 3.0], [0.0] * 4, 0, 9, ev, mut,
+                      np.random.default_rng(0))
+    assert all(a is b for a, b in zip(out.members, healthy, strict=True)) and out.next_id == 9
+
+
+# ----------------------------------------------------------------------------- noise-aware rule
+
+
+def order_key(m: FakeMember, f: float, i: int) -> tuple:
+    return (not m.diverged, (0, 0.0) if f != f else (1, f), -i)
+
+
+def test_truncation_copies_only_over_a_member_worse_beyond_min_gap() -> None:
+    mut = mcfg()
+    rng = np.random.default_rng(2024)
+    quiet = 0
+    for draw in range(400):
+        n = int(rng.integers(2, 13))
+        noisy = draw % 3 == 0  # errors wide enough that no gap is sure
+        fitness = list(rng.normal(0, 1, n))
+        se = list(rng.uniform(5, 10, n) if noisy else rng.uniform(0, 1, n) * (rng.random(n) < 0.8))
+        gap = float(rng.choice([0.0, 0.5, 1.0, 2.0, 3.0]) if not noisy else rng.uniform(1, 3))
+        div = tuple(int(i) for i in np.flatnonzero(rng.random(n) < 0.1)) if not noisy else ()
+        for i in div:
+            fitness[i] = float(rng.choice([-INF, NAN, fitness[i]]))
+        members = population(n, diverged=div)
+        ev = ecfg(strategy="truncation", quantile=float(rng.uniform(0.05, 0.5)), min_gap=gap)
+        out = truncation(members, fitness, se, 0, 1000, ev, mut, np.random.default_rng(draw))
+
+        def beyond(b: int, t: int, f: list[float] = fitness, s: list[float] = se,
+                   g: float = gap) -> bool:
+            return f[t] - f[b] > g * math.sqrt(s[b] ** 2 + s[t] ** 2)
+
+        q = max(1, min(n // 2, round(ev.quantile * n)))
+        order = sorted(range(n), key=lambda i: order_key(members[i], fitness[i], i))
+        bottom, top = order[:q], [i for i in order[-q:] if not members[i].diverged]
+        replaced = [i for i in range(n) if out.members[i] is not members[i]]
+        assert out.next_id == 1000 + len(replaced)
+        for b in replaced:
+            t = slot_of(members, out.members[b].parent_id)
+            assert b in bottom and t in top and not members[t].diverged
+            assert members[b].diverged or fitness[b] != fitness[b] or beyond(b, t), (draw, b, t)
+        for b in bottom:
+            if not top:
+                assert b not in replaced
+            elif members[b].diverged or all(beyond(b, t) for t in top):
+                assert b in replaced, (draw, b)
+            elif not any(beyond(b, t) for t in top):
+                assert b not in replaced, (draw, b)
+        healthy = [i for i in range(n) if not members[i].diverged]
+        if not div and not any(beyond(b, t) for b in healthy for t in healthy):
+            quiet += 1
+            assert replaced == [] and out.next_id == 1000
+            assert sorted(r.member_id for r in out.records if r.kind == "elite") == \
+                [m.id for m in members]
+    assert quiet >= 100  # the "nothing is sure" branch was exercised
+
+
+def test_worse_beyond_edge_cases() -> None:
+    assert worse_beyond(0.0, 3.0, 5.001, 4.0, 1.0)
+    assert not worse_beyond(0.0, 3.0, 5.0, 4.0, 1.0)  # exactly at the threshold: not beyond
+    assert not worse_beyond(0.0, 3.0, 9.9, 4.0, 2.0)
+    assert not worse_beyond(1.0, 1.0, 1.0, 1.0, 0.0)  # gap 0: equal is not worse
+    assert worse_beyond(1.0, 1.0, 1.0001, 1.0, 0.0)
+    assert not worse_beyond(2.0, 0.0, 1.0, 0.0, 0.0)  # better is never worse
+    # NaN or -inf fitness counts as worse, whatever the other and the errors
+    assert worse_beyond(NAN, 0.0, -5.0, 0.0, 100.0)
+    assert worse_beyond(NAN, INF, NAN, INF, 1.0)
+    assert worse_beyond(-INF, 0.0, -1e9, 1e9, 100.0)
+    # a NaN standard error counts as 0
+    assert worse_beyond(0.0, NAN, 1.0, NAN, 50.0)
+    assert not worse_beyond(0.0, NAN, 1.0, 0.6, 2.0)  # 1 > 2 * 0.6 is false
+    assert worse_beyond(0.0, 0.6, 1.0, NAN, 1.0)      # 1 > 0.6
+
+
+def test_truncation_with_nan_errors_and_nan_fitness() -> None:
+    mut = mcfg()
+    ev = ecfg(strategy="truncation", quantile=0.25, min_gap=5.0)
+    # NaN errors count as 0: a clear ranking copies the best quarter over the worst quarter
+    out = truncation(population(8), [float(i) for i in range(8)], [NAN] * 8, 0, 8, ev, mut,
+                     np.random.default_rng(0))
+    assert [m.id for m in out.members[:2]] == [8, 9]
+    # a healthy member whose fitness is NaN is replaced even when the errors are huge
+    fitness = [1.0, NAN, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    members = population(8)
+    out = truncation(members, fitness, [INF] * 8, 0, 8, ev, mut, np.random.default_rng(0))
+    assert [i for i, m in enumerate(out.members) if m is not members[i]] == [1]
+    # huge errors and no NaN: nobody is worse beyond them, nobody moves
+    out = truncation(population(8), [float(i) for i in range(8)], [100.0] * 8, 0, 8, ev, mut,
+                     np.random.default_rng(0))
+    assert out.next_id == 8 and all(r.kind == "elite" for r in out.records)
+
+
+# ----------------------------------------------------------------------------- confirmation
+
+RUN = {"steps": 160, "seed": 0, "device": "cpu",
+       "env": {"name": TOY, "num_envs": 3, "pool": "sync"},
+       "population": {"size": 3, "init": "sample"},
+       "evolution": {"evo_steps": 16, "learning_delay": 0},
+       "algo": {"batch_size": 8, "learn_step": 4, "hidden": [16], "lr_actor": 0.01},
+       "mutation": {"bounds": {"batch_size": {"min": 4, "max": 64}},
+                    "arch": {"max_layers": 2, "max_width": 32}},
+       "eval": {"episodes": 2, "confirm_episodes": 6},
+       "buffer": {"capacity": 1000}, "logging": {"console": False},
+       "checkpoint": {"enabled": True}}
+
+
+def replayed(run: Path) -> tuple[dict[str, Any], Score]:
+    """best.pt's member record, and that member re-scored on the episodes it names."""
+    meta, _ = checkpoint.load(run / "checkpoints" / "best.pt")
+    cfg, spec, algo, info = playback.load_member(run, "best")
+    returns = play.play(cfg, algo, spec, info["episodes"], info["eval_seed"])
+    assert len(returns[spec.agents[0]]) == info["episodes"]
+    return meta, Score.of(returns, list(spec.agents))
+
+
+@pytest.mark.parametrize("confirm", [6, 0])
+def test_best_is_confirmed_on_fresh_episodes(tmp_path: Path, confirm: int) -> None:
+    run = tmp_path / "r"
+    evohpo.train(RUN, run_dir=run, overrides={"eval.confirm_episodes": confirm})
+    ms = read_jsonl(run / "metrics.jsonl")
+    assert len(ms) == 4
+    meta, sc = replayed(run)
+    best = meta["member"]
+    assert best["fitness"] == pytest.approx(sc.fitness, abs=1e-9)
+    assert best["fitness_se"] == pytest.approx(sc.std_error, abs=1e-9)
+    screened = [m["eval/best_fitness"] for m in ms]
+    # eval/best_ever is the running max of what decides it, and best.pt holds that member
+    decides = [m["eval/best_confirmed"] for m in ms] if confirm else screened
+    assert [m["eval/best_ever"] for m in ms] == list(np.maximum.accumulate(decides))
+    assert ms[-1]["eval/best_ever"] == max(decides) == best["fitness"]
+    gen = decides.index(max(decides))
+    assert meta["generation"] == gen and best["id"] == ms[gen]["eval/best_member"]
+    assert best["screened_fitness"] == screened[gen]
+    if confirm:
+        assert best["episodes"] == confirm
+        assert all(np.isfinite(m["eval/best_confirmed_se"]) for m in ms)
+        # fresh episodes: the confirmed scores are not the screening ones, nor their max
+        assert all(m["eval/best_confirmed"] != m["eval/best_fitness"] for m in ms)
+        assert ms[-1]["eval/best_ever"] != max(screened)
+    else:
+        assert best["episodes"] == RUN["eval"]["episodes"]
+        assert not any("eval/best_confirmed" in m for m in ms)
+        assert best["fitness"] == best["screened_fitness"]
