@@ -271,7 +271,9 @@ def truncation(members: list[Any], fitness: list[float], se: list[float], genera
     n = len(members)
     q = max(1, min(n // 2, round(ev.quantile * n)))
     order = sorted(range(n), key=lambda i: (not members[i].diverged, _key(fitness[i]), -i))
-    bottom, top = order[:q], [i for i in order[-q:] if not members[i].diverged]
+    top = [i for i in order[-q:] if not members[i].diverged]
+    diverged = [i for i in order if members[i].diverged]  # always replaced, beyond the quantile
+    bottom = diverged + [i for i in order[:q] if i not in diverged and i not in top]
     records = diverged_records(members, generation)
     new_members = list(members)
     replaced = set()

@@ -60,8 +60,11 @@ def sample_hidden(space: ArchSpace, u_depth: float, u_width: float) -> list[int]
                                    space.max_layers - space.min_layers)
     lo, hi = math.log(space.min_width), math.log(space.max_width)
     width = math.exp(lo + u_width * (hi - lo))
-    width = min(max(WIDTH_STEP * round(width / WIDTH_STEP), space.min_width), space.max_width)
-    return [int(width)] * depth
+    lo_w = -(-space.min_width // WIDTH_STEP) * WIDTH_STEP  # multiples of WIDTH_STEP in range
+    hi_w = space.max_width // WIDTH_STEP * WIDTH_STEP
+    if lo_w > hi_w:  # none: the range itself
+        return [int(min(max(round(width), space.min_width), space.max_width))] * depth
+    return [int(min(max(WIDTH_STEP * round(width / WIDTH_STEP), lo_w), hi_w))] * depth
 
 
 def starts(cfg: Config, rng: np.random.Generator) -> list[Start]:

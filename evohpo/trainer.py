@@ -74,16 +74,17 @@ class Trainer:
         agents = fitness_agents(cfg.eval.fitness_agents, self.spec)
         self.runtime = (runtime or runtime_class(cfg))(
             cfg, self.spec, self.log, int(pool_ss.generate_state(1)[0]), agents, run_dir)
-        members, self.births = make_population(cfg, self.spec, np.random.default_rng(pop_ss),
-                                               self.runtime.device)
-        self.state = RunState(eval_rng=np.random.default_rng(eval_ss),
-                              evo_rng=np.random.default_rng(evo_ss), members=members,
-                              next_id=cfg.population.size)
         self.keeper = BestKeeper(cfg, self.spec, agents)
         b = cfg.mutation.bounds  # a batch never larger than the replay memory
         self.mutation_cfg = dataclasses.replace(cfg.mutation, bounds=dataclasses.replace(
             b, batch_size=dataclasses.replace(
                 b.batch_size, max=min(b.batch_size.max, cfg.buffer.capacity))))
+        members, self.births = make_population(
+            dataclasses.replace(cfg, mutation=self.mutation_cfg), self.spec,
+            np.random.default_rng(pop_ss), self.runtime.device)
+        self.state = RunState(eval_rng=np.random.default_rng(eval_ss),
+                              evo_rng=np.random.default_rng(evo_ss), members=members,
+                              next_id=cfg.population.size)
         self.start = self.window_start = time.perf_counter()
 
     # what tests and callers read

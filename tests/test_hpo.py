@@ -1,13 +1,16 @@
 """The search: sampled starts (scales, bounds, Latin hypercube), each strategy's exploit/explore
-on synthetic fitness with known answers, the noise-aware copy rule, and the confirmed best."""
+on synthetic fitness with known answers, the noise-aware copy rule, and the kept best member
+(chosen and reported on fresh episodes)."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import math
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -18,6 +21,7 @@ import evohpo
 from evohpo import checkpoint, play, playback, space
 from evohpo import config as C
 from evohpo.algos import Hyperparams
+from evohpo.best import BestKeeper, fresh_seeds
 from evohpo.config import EvolutionConfig, MutationConfig
 from evohpo.envs import probe
 from evohpo.evolution import independent, next_generation, truncation, worse_beyond
@@ -163,8 +167,6 @@ def test_sampled_population_matches_its_birth_records() -> None:
     assert len({m.algo.hp.lr_actor for m in members}) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="sampled starts ignore the buffer.capacity clip of "
-                   "mutation.bounds.batch_size; such members never learn")
 def test_sampled_batch_size_respects_the_buffer_capacity() -> None:
     from evohpo.trainer import Trainer
 
@@ -412,7 +414,9 @@ def test_truncation_copies_only_over_a_member_worse_beyond_min_gap() -> None:
 
         q = max(1, min(n // 2, round(ev.quantile * n)))
         order = sorted(range(n), key=lambda i: order_key(members[i], fitness[i], i))
-        bottom, top = order[:q], [i for i in order[-q:] if not members[i].diverged]
+        top = [i for i in order[-q:] if not members[i].diverged]
+        diverged = [i for i in order if members[i].diverged]  # replaced beyond the quantile too
+        bottom = diverged + [i for i in order[:q] if i not in diverged and i not in top]
         replaced = [i for i in range(n) if out.members[i] is not members[i]]
         assert out.next_id == 1000 + len(replaced)
         for b in replaced:
@@ -470,9 +474,87 @@ def test_truncation_with_nan_errors_and_nan_fitness() -> None:
     assert out.next_id == 8 and all(r.kind == "elite" for r in out.records)
 
 
-# ----------------------------------------------------------------------------- confirmation
+# ----------------------------------------------------------------------------- the kept best
 
-RUN = {"steps": 160, "seed": 0, "device": "cpu",
+
+@dataclass
+class FixedPolicy:
+    """A policy on target_game with a known return: mover plays ``c`` (or 0.7 + luck x its
+    observation noise, a return that depends on the episode), picker plays ``p``."""
+
+    c: float
+    p: int = 2
+    luck: float = 0.0
+    hp: Hyperparams = field(default_factory=lambda: dataclasses.replace(MID))
+
+    def act(self, obs: dict[str, np.ndarray], rng: Any) -> tuple[dict[str, np.ndarray], None]:
+        n = len(obs["mover"])
+        mover = (0.7 + self.luck * obs["mover"][:, 1:] if self.luck
+                 else np.full((n, 2), self.c))
+        return {"mover": mover.astype(np.float32),
+                "picker": np.full((n, 1), self.p, np.float32)}, None
+
+    def clone(self, seed: int) -> FixedPolicy:
+        return copy.deepcopy(self)
+
+    def arch(self) -> dict[str, Any]:
+        return {"mover": {"actor": [1], "critic": [1], "activation": "relu"}}
+
+    @property
+    def fitness(self) -> float:
+        return -2 * (self.c - 0.7) ** 2 + (self.p == 2)
+
+
+def keeper_member(id_: int, policy: FixedPolicy) -> Any:
+    return SimpleNamespace(id=id_, parent_id=id_ - 1, algo=policy, hp=policy.hp)
+
+
+def test_best_keeper_keeps_the_better_on_fresh_episodes_and_reports_on_others() -> None:
+    cfg = sample_cfg(2, eval={"confirm_episodes": 4})
+    keeper = BestKeeper(cfg, probe(TOY), ["mover", "picker"])
+    try:
+        a = keeper_member(10, FixedPolicy(0.6))                      # 0.98
+        assert keeper.offer(a, 0.5, 0, 100, eval_seed=7)
+        assert keeper.algo is not a.algo and keeper.score is not None
+        assert keeper.score.fitness == pytest.approx(a.algo.fitness)
+        rec = keeper.record()
+        assert (rec["id"], rec["parent_id"], rec["generation"], rec["env_steps"]) == (10, 9, 0, 100)
+        assert rec["screened_fitness"] == 0.5 and rec["episodes"] == 4
+        assert rec["eval_seed"] == fresh_seeds(7)[1] and rec["hyperparams"]["batch_size"] == 128
+        a.algo.c = 0.0  # the member goes on changing: the kept copy does not
+        # a worse member with a lucky screening score is not kept
+        b = keeper_member(11, FixedPolicy(0.4))                      # 0.82
+        assert not keeper.offer(b, 99.0, 1, 200, eval_seed=8)
+        rec = keeper.record()
+        assert (rec["id"], rec["generation"], rec["screened_fitness"]) == (10, 0, 0.5)
+        assert keeper.score.fitness == pytest.approx(0.98)
+        assert rec["eval_seed"] == fresh_seeds(8)[1]  # reported on this generation's episodes
+        # a tie keeps the kept one; a better one replaces it
+        assert not keeper.offer(keeper_member(12, FixedPolicy(0.6)), 1.0, 2, 300, eval_seed=9)
+        c = keeper_member(13, FixedPolicy(0.7, p=2))                 # 1.0, the optimum
+        assert keeper.offer(c, 0.1, 3, 400, eval_seed=10)
+        assert (keeper.record()["id"], keeper.record()["generation"]) == (13, 3)
+        assert keeper.score.fitness == pytest.approx(1.0)
+        assert not keeper.offer(keeper_member(14, FixedPolicy(0.7, p=1)), 5.0, 4, 500, 11)
+        # an episode-dependent return: the report is the kept member's score on the second
+        # fresh seed (not the choosing one, nor the screening one)
+        lucky = BestKeeper(cfg, probe(TOY), ["mover", "picker"])
+        try:
+            assert lucky.offer(keeper_member(20, FixedPolicy(0.0, luck=3.0)), 0.0, 0, 0, 7)
+            assert lucky.score is not None
+            choose, report = fresh_seeds(7)
+            agents = ["mover", "picker"]
+            on = {s: Score.of(play.play(cfg, FixedPolicy(0.0, luck=3.0), probe(TOY), 4, s),
+                              agents) for s in (choose, report, 7)}
+            assert lucky.score == on[report] and lucky.score.fitness < 1.0
+            assert on[choose].fitness != on[report].fitness != on[7].fitness
+        finally:
+            lucky.close()
+    finally:
+        keeper.close()
+
+
+RUN = {"steps": 160, "seed": 6, "device": "cpu",  # seed 6: a new member is kept at gen 1
        "env": {"name": TOY, "num_envs": 3, "pool": "sync"},
        "population": {"size": 3, "init": "sample"},
        "evolution": {"evo_steps": 16, "learning_delay": 0},
@@ -484,8 +566,24 @@ RUN = {"steps": 160, "seed": 0, "device": "cpu",
        "checkpoint": {"enabled": True}}
 
 
+def train_keeping_best(run: Path, confirm: int) -> tuple[list[dict[str, Any]], list[Path]]:
+    """A short run; the metrics, and best.pt as it stood after each generation."""
+    snaps: list[Path] = []
+
+    def snapshot(gen: evohpo.GenerationInfo) -> None:
+        snap = run.parent / f"gen{gen.generation}"
+        (snap / "checkpoints").mkdir(parents=True)
+        shutil.copy(run / "checkpoints" / "best.pt", snap / "checkpoints" / "best.pt")
+        shutil.copy(run / "config.yaml", snap / "config.yaml")
+        snaps.append(snap)
+
+    evohpo.train(RUN, run_dir=run, overrides={"eval.confirm_episodes": confirm},
+                 callbacks=[snapshot])
+    return read_jsonl(run / "metrics.jsonl"), snaps
+
+
 def replayed(run: Path) -> tuple[dict[str, Any], Score]:
-    """best.pt's member record, and that member re-scored on the episodes it names."""
+    """best.pt's record, and its member re-scored on the episodes the record names."""
     meta, _ = checkpoint.load(run / "checkpoints" / "best.pt")
     cfg, spec, algo, info = playback.load_member(run, "best")
     returns = play.play(cfg, algo, spec, info["episodes"], info["eval_seed"])
@@ -493,31 +591,43 @@ def replayed(run: Path) -> tuple[dict[str, Any], Score]:
     return meta, Score.of(returns, list(spec.agents))
 
 
-@pytest.mark.parametrize("confirm", [6, 0])
-def test_best_is_confirmed_on_fresh_episodes(tmp_path: Path, confirm: int) -> None:
-    run = tmp_path / "r"
-    evohpo.train(RUN, run_dir=run, overrides={"eval.confirm_episodes": confirm})
-    ms = read_jsonl(run / "metrics.jsonl")
-    assert len(ms) == 4
-    meta, sc = replayed(run)
-    best = meta["member"]
-    assert best["fitness"] == pytest.approx(sc.fitness, abs=1e-9)
-    assert best["fitness_se"] == pytest.approx(sc.std_error, abs=1e-9)
+def test_best_pt_is_the_kept_member_scored_on_fresh_episodes(tmp_path: Path) -> None:
+    ms, snaps = train_keeping_best(tmp_path / "r", 6)
+    assert len(ms) == len(snaps) == 4
+    prev: dict[str, Any] = {}
+    seeds, branches = set(), []
+    for gen, (row, snap) in enumerate(zip(ms, snaps, strict=True)):
+        meta, sc = replayed(snap)
+        rec = meta["member"]
+        assert meta["generation"] == gen and rec["episodes"] == 6
+        # what best.pt and eval/best_ever report is reproduced exactly on the named episodes
+        assert rec["fitness"] == pytest.approx(sc.fitness, abs=1e-9) == row["eval/best_ever"]
+        assert rec["fitness_se"] == pytest.approx(sc.std_error, abs=1e-9)
+        assert rec["fitness_se"] == row["eval/best_ever_se"]
+        seeds.add(rec["eval_seed"])
+        # the kept member is this generation's screening winner, or the one kept before
+        branches.append("new" if rec["generation"] == gen else "kept")
+        if rec["generation"] == gen:
+            assert rec["id"] == row["eval/best_member"]
+            assert rec["screened_fitness"] == row["eval/best_fitness"]
+            assert rec["hyperparams"]["lr_actor"] == row[f"member/{rec['id']}/lr_actor"]
+        else:
+            assert gen > 0 and {k: rec[k] for k in prev} == prev
+        prev = {k: rec[k] for k in ("id", "generation", "screened_fitness", "hyperparams")}
+        # fresh episodes: the report is not the screening estimate
+        assert row["eval/best_ever"] != row["eval/best_fitness"]
+    assert len(seeds) == 4  # new report episodes every generation
+    assert branches[0] == "new" and "new" in branches[1:] and "kept" in branches
+    assert replayed(tmp_path / "r")[0] == meta
+
+
+def test_without_confirmation_best_ever_is_the_highest_screening_fitness(tmp_path: Path) -> None:
+    ms, _ = train_keeping_best(tmp_path / "r", 0)
     screened = [m["eval/best_fitness"] for m in ms]
-    # eval/best_ever is the running max of what decides it, and best.pt holds that member
-    decides = [m["eval/best_confirmed"] for m in ms] if confirm else screened
-    assert [m["eval/best_ever"] for m in ms] == list(np.maximum.accumulate(decides))
-    assert ms[-1]["eval/best_ever"] == max(decides) == best["fitness"]
-    gen = decides.index(max(decides))
-    assert meta["generation"] == gen and best["id"] == ms[gen]["eval/best_member"]
-    assert best["screened_fitness"] == screened[gen]
-    if confirm:
-        assert best["episodes"] == confirm
-        assert all(np.isfinite(m["eval/best_confirmed_se"]) for m in ms)
-        # fresh episodes: the confirmed scores are not the screening ones, nor their max
-        assert all(m["eval/best_confirmed"] != m["eval/best_fitness"] for m in ms)
-        assert ms[-1]["eval/best_ever"] != max(screened)
-    else:
-        assert best["episodes"] == RUN["eval"]["episodes"]
-        assert not any("eval/best_confirmed" in m for m in ms)
-        assert best["fitness"] == best["screened_fitness"]
+    assert [m["eval/best_ever"] for m in ms] == list(np.maximum.accumulate(screened))
+    assert not any("eval/best_ever_se" in m for m in ms)
+    meta, sc = replayed(tmp_path / "r")
+    rec, gen = meta["member"], screened.index(max(screened))
+    assert rec["fitness"] == max(screened) == pytest.approx(sc.fitness, abs=1e-9)
+    assert rec["episodes"] == RUN["eval"]["episodes"]
+    assert meta["generation"] == gen and rec["id"] == ms[gen]["eval/best_member"]
