@@ -11,6 +11,7 @@ import torch
 
 from evohpo import space
 from evohpo.algos import Algorithm, Hyperparams, build_algo
+from evohpo.checkpoint import rng_from, rng_state
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
 from evohpo.evolution import MutationRecord, child_seed
@@ -66,13 +67,3 @@ def member_from(meta: dict[str, Any], algo: Any) -> Member:
                   born=meta["born"], steps=meta["steps"], learn_acc=meta["learn_acc"],
                   fitness=list(meta.get("fitness", [])), diverged=meta["diverged"],
                   diverged_why=meta.get("diverged_why", ""))
-
-
-def rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    return dict(rng.bit_generator.state)
-
-
-def rng_from(state: dict[str, Any]) -> np.random.Generator:
-    bitgen = getattr(np.random, state["bit_generator"])()
-    bitgen.state = state
-    return np.random.Generator(bitgen)

@@ -16,9 +16,10 @@ import torch
 
 from evohpo import checkpoint
 from evohpo.algos import restore_algo
+from evohpo.checkpoint import rng_from, rng_state
 from evohpo.config import Config, to_dict
 from evohpo.envs.registry import EnvSpec
-from evohpo.population import Member, member_from, member_meta, rng_from, rng_state
+from evohpo.population import Member, member_from, member_meta
 
 
 @dataclass

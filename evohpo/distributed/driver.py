@@ -30,7 +30,7 @@ import torch
 from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.buffer import ReplayBuffer, human_bytes
-from evohpo.checkpoint import map_tree
+from evohpo.checkpoint import map_tree, rng_from
 from evohpo.distributed import ActorLost, connect, require_ray, resolve_resources
 from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state
 from evohpo.envs.registry import EnvSpec
@@ -38,7 +38,7 @@ from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolution import MutationRecord
 from evohpo.loggers import Logger
 from evohpo.play import Score
-from evohpo.population import Member, rng_from
+from evohpo.population import Member
 from evohpo.runtime import Runtime
 
 
