@@ -27,7 +27,8 @@ def machine() -> str:
     import os
 
     return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-            f"torch {torch.__version__} ({torch.get_num_threads()} threads), python {platform.python_version()}")
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
+            f"python {platform.python_version()}")
 
 
 class Collect(Logger):
@@ -44,7 +45,8 @@ class Collect(Logger):
         if self.echo:
             print(f"{self.label:<8} gen {row['generation']:>4} steps {step:>10,} "
                   f"wall {row['time/elapsed_s']:>7.0f}s best {row['eval/best_fitness']:>8.2f} "
-                  f"mean {row['eval/mean_fitness']:>8.2f} {row['train/env_steps_per_s']:>7.0f} steps/s",
+                  f"mean {row['eval/mean_fitness']:>8.2f} "
+                  f"{row['train/env_steps_per_s']:>7.0f} steps/s",
                   flush=True)
 
 

@@ -23,7 +23,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def arch_of(row: dict[str, Any], member: int) -> str:
-    """'speaker_0 a:64-64 c:64-64 relu | listener_0 ...' from one metrics row (empty if not logged)."""
+    """'speaker_0 a:64-64 c:64-64 relu | listener_0 ...' from one metrics row (empty if not
+    logged)."""
     pre = f"member/{member}/"
     agents = sorted({k.split("/")[3] for k in row if k.startswith(pre + "hidden/")})
     return " | ".join(f"{a} a:{row[f'{pre}hidden/{a}/actor']} c:{row[f'{pre}hidden/{a}/critic']} "
@@ -41,16 +42,19 @@ def describe(r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="run directory (or its lineage.jsonl)")
-    ap.add_argument("--member", type=int, help="trace this member's ancestry (default: the final best)")
+    ap.add_argument("--member", type=int,
+                    help="trace this member's ancestry (default: the final best)")
     args = ap.parse_args()
     run = args.run.parent if args.run.suffix == ".jsonl" else args.run
     lineage = read_jsonl(run / "lineage.jsonl")
     metrics = read_jsonl(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
 
     kinds = Counter(r["kind"] for r in lineage)
-    ops = Counter(r["op"].split(" ")[0] for r in lineage if r["kind"] in ("architecture", "activation"))
+    ops = Counter(r["op"].split(" ")[0] for r in lineage
+                  if r["kind"] in ("architecture", "activation"))
     fallbacks = sum("became" in r.get("note", "") or "no operator applies" in r.get("note", "")
                     for r in lineage)
     print(f"{len(lineage)} records over {len({r['generation'] for r in lineage})} generations")
@@ -63,13 +67,16 @@ def main() -> None:
         print(f"{'gen':>4} {'env steps':>10} {'fitness':>8} {'member':>6}  architecture")
         for row in metrics:
             best = row["eval/best_member"]
-            print(f"{row['generation']:>4} {row['env_steps']:>10,} {row['eval/best_fitness']:>8.2f} {best:>6}  "
+            print(f"{row['generation']:>4} {row['env_steps']:>10,} "
+                  f"{row['eval/best_fitness']:>8.2f} {best:>6}  "
                   f"{arch_of(row, best)}")
         last = metrics[-1]
-        members = sorted({int(k.split("/")[1]) for k in last if k.startswith("member/") and k.endswith("/fitness")})
+        members = sorted({int(k.split("/")[1]) for k in last
+                          if k.startswith("member/") and k.endswith("/fitness")})
         print("\nfinal population")
         for m in members:
-            print(f"  member {m:>4} fitness {last[f'member/{m}/fitness']:>8.2f}  {arch_of(last, m)}")
+            print(f"  member {m:>4} fitness {last[f'member/{m}/fitness']:>8.2f}  "
+                  f"{arch_of(last, m)}")
     elif metrics:
         print("\n(metrics.jsonl has no member/<id>/hidden/... keys: an older run; lineage only)")
 
@@ -85,9 +92,11 @@ def main() -> None:
         m = born[m]["parent_id"]
     print(f"  member {m}: initial population")
     for r in reversed(chain):
-        print(f"  gen {r['generation']:>3} member {r['parent_id']:>4} -> {r['member_id']:>4}  {describe(r)}")
+        print(f"  gen {r['generation']:>3} member {r['parent_id']:>4} -> {r['member_id']:>4}  "
+              f"{describe(r)}")
     changes = [r for r in chain if r["kind"] in ("architecture", "activation")]
-    print(f"  {len(changes)} architecture/activation changes along this line of {len(chain)} mutations")
+    print(f"  {len(changes)} architecture/activation changes along this line of "
+          f"{len(chain)} mutations")
 
 
 if __name__ == "__main__":

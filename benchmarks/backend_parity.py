@@ -37,15 +37,16 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, in
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=120_000)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--algo", default="matd3")
     ap.add_argument("--env", default="simple_speaker_listener")
     args = ap.parse_args()
     print(f"machine: {machine()}")
-    print(f"{'seed':>5}{'gens':>6}{'best fitness (pz / batched)':>30}{'max |diff|':>12}{'differ':>8}"
-          f"{'pz steps/s':>12}{'batched':>10}")
+    print(f"{'seed':>5}{'gens':>6}{'best fitness (pz / batched)':>30}{'max |diff|':>12}"
+          f"{'differ':>8}{'pz steps/s':>12}{'batched':>10}")
     for seed in (int(s) for s in args.seeds.split(",")):
         rows, rates = [], []
         for backend in ("pettingzoo", "batched"):
@@ -58,8 +59,8 @@ def main() -> None:
             rates.append(summary["env_steps"] / summary["wall_s"])
         worst, differ = compare(rows[0], rows[1])
         best = [max(r["eval/best_fitness"] for r in rs) for rs in rows]
-        print(f"{seed:>5}{len(rows[0]):>6}{best[0]:>15.3f} / {best[1]:<12.3f}{worst:>12.3g}{differ:>8}"
-              f"{rates[0]:>12,.0f}{rates[1]:>10,.0f}", flush=True)
+        print(f"{seed:>5}{len(rows[0]):>6}{best[0]:>15.3f} / {best[1]:<12.3f}{worst:>12.3g}"
+              f"{differ:>8}{rates[0]:>12,.0f}{rates[1]:>10,.0f}", flush=True)
 
 
 if __name__ == "__main__":

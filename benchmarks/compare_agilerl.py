@@ -1,6 +1,7 @@
 """Side by side with AgileRL: its evolutionary MATD3 loop and ours on simple_speaker_listener.
 
-    python benchmarks/compare_agilerl.py [--steps 200000] [--seed 0] [--torch-threads 1] [--our-envs 8] [--json out.json]
+    python benchmarks/compare_agilerl.py [--steps 200000] [--seed 0] [--torch-threads 1]
+        [--our-envs 8] [--json out.json]
 
 Installs nothing: run it in an environment where agilerl is installed beside evohpo (see
 benchmarks/README.md). In one process, AgileRL trains first for ``--steps`` population env steps;
@@ -42,15 +43,17 @@ def run_agilerl(steps: int, seed: int) -> list[dict[str, float]]:
     from agilerl.utils.utils import make_multi_agent_vect_envs
     from mpe2 import simple_speaker_listener_v4
 
-    env = make_multi_agent_vect_envs(env=simple_speaker_listener_v4.parallel_env, num_envs=NUM_ENVS, **ENV_KW)
+    env = make_multi_agent_vect_envs(env=simple_speaker_listener_v4.parallel_env,
+                                     num_envs=NUM_ENVS, **ENV_KW)
     env.reset(seed=seed)
     agents = list(env.agents)
     pop = MATD3.population(
         size=POP, observation_space=[env.single_observation_space(a) for a in agents],
         action_space=[env.single_action_space(a) for a in agents], agent_ids=agents,
-        net_config={"encoder_config": {"hidden_size": [64, 64]}}, batch_size=BATCH, lr_actor=LR_ACTOR,
-        lr_critic=LR_CRITIC, learn_step=LEARN_STEP, gamma=GAMMA, tau=TAU, O_U_noise=True, expl_noise=0.1,
-        theta=0.15, dt=0.01, policy_freq=2, vect_noise_dim=NUM_ENVS, device="cpu")
+        net_config={"encoder_config": {"hidden_size": [64, 64]}}, batch_size=BATCH,
+        lr_actor=LR_ACTOR, lr_critic=LR_CRITIC, learn_step=LEARN_STEP, gamma=GAMMA, tau=TAU,
+        O_U_noise=True, expl_noise=0.1, theta=0.15, dt=0.01, policy_freq=2,
+        vect_noise_dim=NUM_ENVS, device="cpu")
     rows: list[dict[str, float]] = []
     start = [0.0]
 
@@ -61,7 +64,8 @@ def run_agilerl(steps: int, seed: int) -> list[dict[str, float]]:
             report = super().report_metrics(clear)
             m = report.metrics
             fit = [float(f) for f in m.fitnesses]
-            rows.append({"env_steps": float(m.global_step), "wall_s": time.perf_counter() - start[0],
+            rows.append({"env_steps": float(m.global_step),
+                         "wall_s": time.perf_counter() - start[0],
                          "best": float(np.max(fit)), "mean": float(np.mean(fit))})
             print(f"agilerl  gen {len(rows) - 1:>3} steps {int(m.global_step):>9,} "
                   f"wall {rows[-1]['wall_s']:>6.0f}s best {rows[-1]['best']:>8.2f}", flush=True)
@@ -105,14 +109,17 @@ def our_config(seed: int, torch_threads: int, num_envs: int = NUM_ENVS) -> Any:
         "seed": seed, "steps": 10**9, "device": "cpu", "torch_threads": torch_threads,
         "env": {"kwargs": ENV_KW, "num_envs": num_envs, "backend": "batched", "pool": "sync"},
         "population": {"size": POP},
-        "evolution": {"evo_steps": EVO_STEPS, "learning_delay": 0, "tournament_size": 2, "elitism": True},
-        "algo": {"batch_size": BATCH, "learn_step": LEARN_STEP, "lr_actor": LR_ACTOR, "lr_critic": LR_CRITIC,
-                 "gamma": GAMMA, "tau": TAU, "noise": "ou", "expl_noise": 0.1, "ou_theta": 0.15, "ou_dt": 0.01},
+        "evolution": {"evo_steps": EVO_STEPS, "learning_delay": 0, "tournament_size": 2,
+                      "elitism": True},
+        "algo": {"batch_size": BATCH, "learn_step": LEARN_STEP, "lr_actor": LR_ACTOR,
+                 "lr_critic": LR_CRITIC, "gamma": GAMMA, "tau": TAU, "noise": "ou",
+                 "expl_noise": 0.1, "ou_theta": 0.15, "ou_dt": 0.01},
         "mutation": mutation, "eval": {"episodes": 8}, "buffer": {"capacity": MEMORY},
         "logging": {"console": False}})
 
 
-def run_ours(wall_s: float, seed: int, torch_threads: int, num_envs: int = NUM_ENVS) -> list[dict[str, float]]:
+def run_ours(wall_s: float, seed: int, torch_threads: int,
+             num_envs: int = NUM_ENVS) -> list[dict[str, float]]:
     """Our loop, same settings, stopped at the first generation that ends after ``wall_s``."""
     from evohpo.loggers import Logger
     from evohpo.trainer import Trainer
@@ -122,10 +129,11 @@ def run_ours(wall_s: float, seed: int, torch_threads: int, num_envs: int = NUM_E
     class Rows(Logger):
         def log(self, metrics: dict[str, Any], step: int) -> None:
             rows.append({"env_steps": float(step), "wall_s": float(metrics["time/elapsed_s"]),
-                         "best": float(metrics["eval/best_fitness"]), "mean": float(metrics["eval/mean_fitness"])})
+                         "best": float(metrics["eval/best_fitness"]),
+                         "mean": float(metrics["eval/mean_fitness"])})
             if len(rows) % 5 == 1 or rows[-1]["wall_s"] >= wall_s:
-                print(f"evohpo   gen {len(rows) - 1:>3} steps {step:>9,} wall {rows[-1]['wall_s']:>6.0f}s "
-                      f"best {rows[-1]['best']:>8.2f}", flush=True)
+                print(f"evohpo   gen {len(rows) - 1:>3} steps {step:>9,} "
+                      f"wall {rows[-1]['wall_s']:>6.0f}s best {rows[-1]['best']:>8.2f}", flush=True)
             if rows[-1]["wall_s"] >= wall_s:
                 raise _WallClock
 
@@ -146,7 +154,8 @@ def best_by(rows: list[dict[str, float]], key: str, limit: float) -> float | Non
 
 
 def rate(rows: list[dict[str, float]], upto: float | None = None) -> float:
-    """Env steps/s over the whole run, or up to the first generation that reaches ``upto`` env steps."""
+    """Env steps/s over the whole run, or up to the first generation that reaches ``upto`` env
+    steps."""
     row = rows[-1] if upto is None else next((r for r in rows if r["env_steps"] >= upto), rows[-1])
     return row["env_steps"] / row["wall_s"]
 
@@ -156,10 +165,11 @@ def fmt(x: float | None) -> str:
 
 
 def report(agile: list[dict[str, float]], ours: list[dict[str, float]]) -> None:
-    print(f"\nenv steps/s (whole loop, evaluation included): AgileRL {rate(agile):,.0f}, evohpo {rate(ours):,.0f}, "
-          f"ratio {rate(ours) / rate(agile):.1f}x")
+    print(f"\nenv steps/s (whole loop, evaluation included): AgileRL {rate(agile):,.0f}, "
+          f"evohpo {rate(ours):,.0f}, ratio {rate(ours) / rate(agile):.1f}x")
     same = rate(ours, agile[-1]["env_steps"])
-    print(f"over the same {int(agile[-1]['env_steps']):,} env steps: evohpo {same:,.0f}, ratio {same / rate(agile):.1f}x")
+    print(f"over the same {int(agile[-1]['env_steps']):,} env steps: evohpo {same:,.0f}, "
+          f"ratio {same / rate(agile):.1f}x")
     print("\nbest fitness so far at equal env steps (population env steps)")
     print(f"{'env steps':>10}{'AgileRL':>10}{'evohpo':>10}")
     for r in agile:
@@ -174,22 +184,27 @@ def report(agile: list[dict[str, float]], ours: list[dict[str, float]]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=200_000, help="AgileRL's budget in population env steps")
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=200_000,
+                    help="AgileRL's budget in population env steps")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--torch-threads", type=int, default=1, help="torch threads for both (small nets: 1 is fastest)")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="torch threads for both (small nets: 1 is fastest)")
     ap.add_argument("--agilerl-threads", type=int, default=None,
-                    help="torch threads while AgileRL runs (default: --torch-threads; 0: torch's default, "
-                         "one per core, AgileRL's own set-up)")
+                    help="torch threads while AgileRL runs (default: --torch-threads; "
+                         "0: torch's default, one per core, AgileRL's own set-up)")
     ap.add_argument("--our-envs", type=int, default=NUM_ENVS,
-                    help="evohpo's pool size (AgileRL's members take turns on its 8 envs, ours share one "
-                         "pool: 32 gives each of our members 8 envs at a time, as each of AgileRL's has)")
+                    help="evohpo's pool size (AgileRL's members take turns on its 8 envs, "
+                         "ours share one pool: 32 gives each of our members 8 envs at a time, "
+                         "as each of AgileRL's has)")
     ap.add_argument("--json", help="also write both runs' rows here")
     args = ap.parse_args()
     try:
         import agilerl  # noqa: F401
     except ImportError:
-        raise SystemExit("agilerl is not installed here; see benchmarks/README.md for an environment") from None
+        raise SystemExit("agilerl is not installed here; "
+                         "see benchmarks/README.md for an environment") from None
     import torch
 
     agile_threads = args.torch_threads if args.agilerl_threads is None else args.agilerl_threads
@@ -205,8 +220,10 @@ def main() -> None:
     report(agile, ours)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"agilerl": agile, "evohpo": ours, "machine": machine(), "our_envs": args.our_envs,
-                       "threads": {"agilerl": agile_threads, "evohpo": args.torch_threads}}, f, indent=1)
+            json.dump({"agilerl": agile, "evohpo": ours, "machine": machine(),
+                       "our_envs": args.our_envs,
+                       "threads": {"agilerl": agile_threads, "evohpo": args.torch_threads}},
+                      f, indent=1)
 
 
 if __name__ == "__main__":

@@ -95,8 +95,8 @@ def summarize(rows: list[dict[str, Any]], reference: str) -> None:
             d = np.array([vals[s] - ref[s] for s in common])
             half = t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
             diff = f"{d.mean():+.2f} [{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] (n={len(d)})"
-        print(f"| {start} | {variant} | {len(v)} | {v.mean():.2f} +- {v.std(ddof=1) if len(v) > 1 else 0:.2f} "
-              f"| {diff} |")
+        print(f"| {start} | {variant} | {len(v)} | {v.mean():.2f} "
+              f"+- {v.std(ddof=1) if len(v) > 1 else 0:.2f} | {diff} |")
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """Train each algorithm on simple_speaker_listener and print fitness per generation.
 
     python benchmarks/learn_speaker_listener.py [--steps 2000000] [--algos matd3,maddpg] [--seed 0]
-        [--run-dir runs/bench]   # also write <run-dir>/<algo>/{config.yaml,metrics.jsonl,lineage.jsonl}
+        [--run-dir runs/bench]   # also write config.yaml, metrics.jsonl, lineage.jsonl
+                                 # to <run-dir>/<algo>/
     python benchmarks/arch_lineage.py runs/bench/matd3   # how the architectures evolved
 
 Fitness is the evaluation return summed over both agents (8 noise-free episodes). For scale:
@@ -42,22 +43,27 @@ def jsonl_logger(run_dir: Path, cfg: C.Config) -> JsonlLogger:
 
 
 def best_arch(row: dict[str, Any]) -> str:
-    """The best member's hidden widths and activation per agent, from the trainer's member/<id>/ metrics."""
+    """The best member's hidden widths and activation per agent, from the trainer's
+    member/<id>/ metrics."""
     pre = f"member/{row['eval/best_member']}/"
     agents = sorted({k.split("/")[3] for k in row if k.startswith(pre + "hidden/")})
-    return "; ".join(f"{a}: actor {row[f'{pre}hidden/{a}/actor']}, critic {row[f'{pre}hidden/{a}/critic']}, "
+    return "; ".join(f"{a}: actor {row[f'{pre}hidden/{a}/actor']}, "
+                     f"critic {row[f'{pre}hidden/{a}/critic']}, "
                      f"{row[f'{pre}activation/{a}']}" for a in agents)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=2_000_000)
     ap.add_argument("--algos", default="matd3,maddpg")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
+    ap.add_argument("--set", action="append", default=[],
+                    help="config override key=value (repeatable)")
     ap.add_argument("--json", help="also write the per-generation rows to this file")
-    ap.add_argument("--run-dir", type=Path, help="also write config.yaml, metrics.jsonl and lineage.jsonl "
-                    "to <run-dir>/<algo>/ (for benchmarks/arch_lineage.py)")
+    ap.add_argument("--run-dir", type=Path,
+                    help="also write config.yaml, metrics.jsonl and lineage.jsonl "
+                         "to <run-dir>/<algo>/ (for benchmarks/arch_lineage.py)")
     args = ap.parse_args()
     from evohpo.config import parse_override
 
@@ -65,8 +71,9 @@ def main() -> None:
     results = {}
     for algo in args.algos.split(","):
         over = [parse_override(s) for s in args.set]
-        cfg = preset_config(algo, "simple_speaker_listener", {"steps": args.steps, "seed": args.seed,
-                                                              "logging": {"console": False}}, *over)
+        cfg = preset_config(algo, "simple_speaker_listener",
+                            {"steps": args.steps, "seed": args.seed,
+                             "logging": {"console": False}}, *over)
         log = Collect(label=algo)
         logger: Logger = log
         if args.run_dir is not None:

@@ -36,8 +36,10 @@ def per_call_us(fn, n: int) -> float:
     return best * 1e6
 
 
-def bench(algo: str, env: str, act_envs: int, batch: int, hidden: list[int], n: int) -> dict[str, float]:
-    cfg = C.load([{"algo": {"name": algo, "hidden": hidden, "batch_size": batch}, "env": {"name": env}}])
+def bench(algo: str, env: str, act_envs: int, batch: int, hidden: list[int],
+          n: int) -> dict[str, float]:
+    cfg = C.load([{"algo": {"name": algo, "hidden": hidden, "batch_size": batch},
+                   "env": {"name": env}}])
     spec = probe(cfg.env.name, cfg.env.kwargs)
     m = make_population(cfg, spec, np.random.default_rng(0), torch.device("cpu"))[0]
     assert m.hp.batch_size == initial_hyperparams(cfg).batch_size
@@ -59,10 +61,12 @@ def bench(algo: str, env: str, act_envs: int, batch: int, hidden: list[int], n: 
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="simple_speaker_listener,simple_spread")
     p.add_argument("--algos", default="maddpg,matd3")
-    p.add_argument("--act-envs", type=int, default=2, help="envs per act call (8 envs / population 4 = 2)")
+    p.add_argument("--act-envs", type=int, default=2,
+                   help="envs per act call (8 envs / population 4 = 2)")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--hidden", default="64,64")
     p.add_argument("-n", type=int, default=300, help="learn calls per timing (act calls: 10x)")
@@ -70,8 +74,8 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.torch_threads)
     hidden = [int(h) for h in args.hidden.split(",")]
-    print(f"batch {args.batch}, hidden {hidden}, act on {args.act_envs} envs, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} thread(s)")
+    print(f"batch {args.batch}, hidden {hidden}, act on {args.act_envs} envs, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
     print(f"{'env':<26}{'algo':<8}{'act us':>10}{'sample us':>11}{'learn us':>10}")
     for env in args.env.split(","):
         for algo in args.algos.split(","):

@@ -29,16 +29,19 @@ from evohpo.envs import probe
 
 
 def config(args: argparse.Namespace, actors: int) -> C.Config:
-    pop, envs = (2 * max(actors, 1), 4 * max(actors, 1)) if args.weak else (args.population, args.num_envs)
+    pop, envs = ((2 * max(actors, 1), 4 * max(actors, 1)) if args.weak
+                 else (args.population, args.num_envs))
     return preset_config("matd3", args.env, {
-        "steps": args.steps * (max(actors, 1) if args.weak else 1), "device": "cpu", "torch_threads": 1,
+        "steps": args.steps * (max(actors, 1) if args.weak else 1), "device": "cpu",
+        "torch_threads": 1,
         "env": {"num_envs": envs, "pool": "sync"},
         "population": {"size": pop},
         "evolution": {"evo_steps": args.evo_steps, "learning_delay": 1_000},
         "algo": {"learn_step": args.learn_step, "batch_size": 128},
         "buffer": {"capacity": 200_000},
         "logging": {"console": False},
-        "distributed": {"backend": "ray" if actors else "local", "num_actors": actors, "cpus_per_actor": 1},
+        "distributed": {"backend": "ray" if actors else "local", "num_actors": actors,
+                        "cpus_per_actor": 1},
     })
 
 
@@ -61,27 +64,35 @@ def measure(cfg: C.Config, actors: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--env", default="simple_speaker_listener")
-    ap.add_argument("--actors", default="0,1,2", help="comma-separated actor counts (0 = the local trainer)")
-    ap.add_argument("--steps", type=int, default=40_000, help="env steps per run (--weak: per actor)")
+    ap.add_argument("--actors", default="0,1,2",
+                    help="comma-separated actor counts (0 = the local trainer)")
+    ap.add_argument("--steps", type=int, default=40_000,
+                    help="env steps per run (--weak: per actor)")
     ap.add_argument("--population", type=int, default=4)
     ap.add_argument("--num-envs", type=int, default=8)
     ap.add_argument("--evo-steps", type=int, default=2_500, help="env steps per member per window")
-    ap.add_argument("--learn-step", type=int, default=100, help="a member learns once per this many of its steps")
-    ap.add_argument("--weak", action="store_true", help="2 members and 4 envs per actor (population grows)")
+    ap.add_argument("--learn-step", type=int, default=100,
+                    help="a member learns once per this many of its steps")
+    ap.add_argument("--weak", action="store_true",
+                    help="2 members and 4 envs per actor (population grows)")
     ap.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray instance")
     args = ap.parse_args()
     import ray
 
-    ray.init(num_cpus=args.cpus, include_dashboard=False, logging_level="error", log_to_driver=False)
+    ray.init(num_cpus=args.cpus, include_dashboard=False, logging_level="error",
+             log_to_driver=False)
     print(f"machine: {machine()}; local Ray instance with {args.cpus} CPUs")
     row = ReplayBuffer.bytes_for(probe(args.env, config(args, 0).env.kwargs), 1)
     mode = ("weak scaling: 2 members, 4 envs per actor" if args.weak else
             f"strong scaling: population {args.population}, {args.num_envs} envs")
-    print(f"matd3 {args.env}, {mode}; {args.evo_steps:,} env steps per member per window; {row} B per transition\n")
-    print(f"{'actors':>6} {'members':>7} {'env steps/s':>12} {'speed-up':>9} {'wall s':>7} {'start s':>8} "
-          f"{'collect':>8} {'share':>6} {'sync':>6} {'eval':>6} {'other':>6} {'rows/window':>12} {'states/window':>14}")
+    print(f"matd3 {args.env}, {mode}; {args.evo_steps:,} env steps per member per window; "
+          f"{row} B per transition\n")
+    print(f"{'actors':>6} {'members':>7} {'env steps/s':>12} {'speed-up':>9} {'wall s':>7} "
+          f"{'start s':>8} {'collect':>8} {'share':>6} {'sync':>6} {'eval':>6} {'other':>6} "
+          f"{'rows/window':>12} {'states/window':>14}")
     base = None
     for n in [int(x) for x in args.actors.split(",")]:
         cfg = config(args, n)
@@ -94,13 +105,16 @@ def main() -> None:
         other = s["wall_s"] / gens - sum(per.values()) if n else 0.0
         window = args.evo_steps * cfg.population.size
         rows = window * row * max(n - 1, 0)
-        states = s["state_bytes"] * cfg.population.size * 2 if n else 0  # pulled every window; pushed if changed
-        print(f"{n if n else 'local':>6} {cfg.population.size:>7} {rate:>12,.0f} {rate / base:>8.2f}x "
-              f"{s['wall_s']:>7.1f} {s['startup_s']:>8.1f} {per['collect']:>7.2f}s {per['share']:>5.2f}s "
-              f"{per['sync']:>5.2f}s {per['evaluate']:>5.2f}s {other:>5.2f}s {human_bytes(rows):>12} "
+        # pulled every window; pushed if changed
+        states = s["state_bytes"] * cfg.population.size * 2 if n else 0
+        print(f"{n if n else 'local':>6} {cfg.population.size:>7} {rate:>12,.0f} "
+              f"{rate / base:>8.2f}x {s['wall_s']:>7.1f} {s['startup_s']:>8.1f} "
+              f"{per['collect']:>7.2f}s {per['share']:>5.2f}s {per['sync']:>5.2f}s "
+              f"{per['evaluate']:>5.2f}s {other:>5.2f}s {human_bytes(rows):>12} "
               f"{human_bytes(states):>14}", flush=True)
-    print("\ncollect .. other: the driver's seconds per window (collect: every actor's window, in parallel, "
-          "learning included;\nshare: experience between actors; sync: state dicts to the actors; other: "
+    print("\ncollect .. other: the driver's seconds per window (collect: every actor's window, "
+          "in parallel, learning included;\nshare: experience between actors; "
+          "sync: state dicts to the actors; other: "
           "selection, mutation, logs, checkpoints, Ray calls)")
     ray.shutdown()
 

@@ -1,4 +1,5 @@
-"""A fault-injection PettingZoo env: crashes, hangs, returns NaN observations or drops an agent on command.
+"""A fault-injection PettingZoo env: crashes, hangs, returns NaN observations or drops an agent on
+command.
 
 Faults are commanded by constructor keywords (so they pass through ``env.kwargs``). A fault with a
 ``marker`` file fires once across all envs and restarts: the first env to reach it creates the
@@ -24,7 +25,8 @@ class FaultEnv(MoverPicker):
                  nan_at: int | None = None, drop_at: int | None = None, marker: str | None = None,
                  exit_at: int | None = None):
         super().__init__(
-            {"mover": spaces.Box(-10, 10, (3,), np.float32), "picker": spaces.Box(-10, 10, (2,), np.float32)},
+            {"mover": spaces.Box(-10, 10, (3,), np.float32),
+             "picker": spaces.Box(-10, 10, (2,), np.float32)},
             {"mover": spaces.Box(0, 1, (2,), np.float32), "picker": spaces.Discrete(3)})
         self.horizon = horizon
         self.crash_at, self.hang_at, self.nan_at, self.exit_at = crash_at, hang_at, nan_at, exit_at
@@ -43,7 +45,8 @@ class FaultEnv(MoverPicker):
             return False
 
     def _observe(self) -> dict[str, np.ndarray]:
-        o = {"mover": self.rng.normal(size=3).astype(np.float32), "picker": self.rng.normal(size=2).astype(np.float32)}
+        o = {"mover": self.rng.normal(size=3).astype(np.float32),
+             "picker": self.rng.normal(size=2).astype(np.float32)}
         return {a: o[a] for a in self.agents} if self.agents else o
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
@@ -56,8 +59,8 @@ class FaultEnv(MoverPicker):
         if self._fires(self.hang_at):
             time.sleep(3600)
         acting = list(self.agents)
-        rew = {a: float(-np.sum(np.square(np.asarray(actions[a], np.float32) - 0.5))) if a == "mover"
-               else float(actions[a] == 1) for a in acting}
+        rew = {a: float(-np.sum(np.square(np.asarray(actions[a], np.float32) - 0.5)))
+               if a == "mover" else float(actions[a] == 1) for a in acting}
         term = {a: False for a in acting}
         trunc = {a: self.t >= self.horizon for a in acting}
         if self.drop_at is not None and self.t == self.drop_at and "picker" in acting:

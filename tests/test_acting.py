@@ -1,4 +1,5 @@
-"""The fast paths are the same functions: numpy forward passes, population acting, one-pass learning."""
+"""The fast paths are the same functions: numpy forward passes, population acting, one-pass
+learning."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from evohpo.evolution import mutate_weights
 from evohpo.networks import ACTIVATIONS, MLP, add_nodes
 from tests.test_algos import fill, hetero_spec
 
-HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.01, expl_noise=0.3)
+HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.01,
+                 expl_noise=0.3)
 
 
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
@@ -43,7 +45,8 @@ def test_numpy_forward_equals_torch(activation: str) -> None:
     assert not np.allclose(twin.forward_numpy(x), net.forward_numpy(x))
 
 
-def population(spec, algo: str, noise: str, n: int = 4) -> tuple[list[MATD3], list[np.random.Generator]]:
+def population(spec, algo: str, noise: str,
+               n: int = 4) -> tuple[list[MATD3], list[np.random.Generator]]:
     sw = Switches(**{**ALGOS[algo], "noise": noise})
     algos = [MATD3(spec, copy.copy(HP), sw, [16, 16], "relu", seed=i) for i in range(n)]
     return algos, [np.random.default_rng(100 + i) for i in range(n)]
@@ -65,10 +68,12 @@ def test_population_acting_equals_member_by_member(discrete_listener: bool, nois
     algos[2].set_hyperparams(expl_noise=0.0)
     twins[0][2].set_hyperparams(expl_noise=0.0)
     for step in range(12):
-        obs = {a: obs_rng.normal(size=(4 * k, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
+        obs = {a: obs_rng.normal(size=(4 * k, spec[a].obs_dim)).astype(np.float32)
+               for a in spec.agents}
         done = obs_rng.random(4 * k) < 0.3
         env_act, stored = actor.act(algos, rngs, obs, done)
-        parts = [t.act({a: o[j * k:(j + 1) * k] for a, o in obs.items()}, r, done[j * k:(j + 1) * k])
+        parts = [t.act({a: o[j * k:(j + 1) * k] for a, o in obs.items()}, r,
+                       done[j * k:(j + 1) * k])
                  for j, (t, r) in enumerate(zip(*twins, strict=True))]
         for a in spec.agents:
             np.testing.assert_array_equal(env_act[a], np.concatenate([p[0][a] for p in parts]))
@@ -82,7 +87,8 @@ def test_population_acting_equals_member_by_member(discrete_listener: bool, nois
                 mutate_weights(pop[1].actors, _WeightCfg(), torch.Generator().manual_seed(3))
             if step == 6:  # architecture change: member 3's actor leaves the stacked group
                 net = pop[3].actors["listener"]
-                apply_edits(pop[3], "listener", "actor", [add_nodes(net, 0, 4, torch.Generator().manual_seed(1))])
+                apply_edits(pop[3], "listener", "actor",
+                            [add_nodes(net, 0, 4, torch.Generator().manual_seed(1))])
             if step == 9:  # a clone replaces member 0
                 pop[0] = pop[1].clone(seed=5)
     assert actor.groups("listener", algos)[0][1] == [0, 1, 2]  # the shapes it grouped by
@@ -134,7 +140,8 @@ def test_one_pass_learning_equals_agent_by_agent(algo: str, discrete_listener: b
         for a in spec.agents:
             nets = getattr(m, which)[a]
             refs = getattr(ref, which)[a]
-            for n, r in zip(nets if isinstance(nets, list) else [nets], refs if isinstance(refs, list) else [refs],
+            for n, r in zip(nets if isinstance(nets, list) else [nets],
+                            refs if isinstance(refs, list) else [refs],
                             strict=True):
                 for p, q in zip(n.parameters(), r.parameters(), strict=True):
                     torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
@@ -154,7 +161,8 @@ def test_direct_adam_step_is_bitwise_torchs(algo: str, monkeypatch: pytest.Monke
     ref = copy.deepcopy(m)  # its random stream too
     calls = []
     real_fused = torch._fused_adam_
-    monkeypatch.setattr(torch, "_fused_adam_", lambda *a, **k: (calls.append(1), real_fused(*a, **k))[1])
+    monkeypatch.setattr(torch, "_fused_adam_",
+                        lambda *a, **k: (calls.append(1), real_fused(*a, **k))[1])
     for i in range(5):
         m.learn(buf.sample(32, np.random.default_rng(i)))
     assert calls, "the direct path did not run"
@@ -191,7 +199,8 @@ def test_soft_updates_reach_the_networks_a_mutation_made(which: str) -> None:
     fill(buf, spec, 300, np.random.default_rng(0))
     m.learn(buf.sample(32, np.random.default_rng(1)))
     nets = [m.actors["listener"]] if which == "actor" else m.critics["listener"]
-    apply_edits(m, "listener", which, [add_nodes(n, 0, 4, torch.Generator().manual_seed(1)) for n in nets])
+    apply_edits(m, "listener", which,
+                [add_nodes(n, 0, 4, torch.Generator().manual_seed(1)) for n in nets])
     online = m.actors["listener"] if which == "actor" else m.critics["listener"][0]
     target = m.actor_targets["listener"] if which == "actor" else m.critic_targets["listener"][0]
     before = [t.detach().clone() for t in target.parameters()]
@@ -201,14 +210,16 @@ def test_soft_updates_reach_the_networks_a_mutation_made(which: str) -> None:
         assert not torch.equal(t, b)
 
 
-def test_adam_falls_back_where_the_device_has_no_fused_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """torch before 2.4 refuses fused=True for CPU tensors: the optimizer is then the foreach form."""
+def test_adam_falls_back_where_the_device_has_no_fused_kernel(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch before 2.4 refuses fused=True for CPU tensors: the optimizer is then the foreach
+    form."""
     real = torch.optim.Adam
 
     def no_fused(params, **kw):  # as torch 2.2-2.3 answers fused=True on the CPU
         if kw.get("fused"):
-            raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of "
-                               "supported devices: ['cuda', 'xpu', 'privateuseone']")
+            raise RuntimeError("`fused=True` requires all the params to be floating point "
+                               "Tensors of supported devices: ['cuda', 'xpu', 'privateuseone']")
         return real(params, **kw)
 
     monkeypatch.setattr(torch.optim, "Adam", no_fused)

@@ -1,4 +1,5 @@
-"""The learner's semantics: shapes, targets (termination vs truncation), MADDPG vs MATD3, convergence."""
+"""The learner's semantics: shapes, targets (termination vs truncation), MADDPG vs MATD3,
+convergence."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from evohpo.buffer import ReplayBuffer
 from evohpo.envs import probe
 from evohpo.envs.registry import AgentSpec, EnvSpec
 
-HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=64, learn_step=1, tau=0.01, expl_noise=0.1)
+HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=64, learn_step=1, tau=0.01,
+                 expl_noise=0.1)
 
 
 def switches(name: str, **kw) -> Switches:
@@ -25,13 +27,15 @@ def hetero_spec(discrete_listener: bool) -> EnvSpec:
     })
 
 
-def fill(buf: ReplayBuffer, spec: EnvSpec, n: int, rng: np.random.Generator, term_p: float = 0.2) -> None:
+def fill(buf: ReplayBuffer, spec: EnvSpec, n: int, rng: np.random.Generator,
+         term_p: float = 0.2) -> None:
     acts = {}
     for a in spec.agents:
         s = spec[a]
         acts[a] = (np.eye(s.act_dim, dtype=np.float32)[rng.integers(0, s.act_dim, n)] if s.discrete
                    else rng.random((n, s.act_dim)).astype(np.float32))
-    buf.add({a: rng.normal(size=(n, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}, acts,
+    buf.add({a: rng.normal(size=(n, spec[a].obs_dim)).astype(np.float32) for a in spec.agents},
+            acts,
             {a: rng.normal(size=n).astype(np.float32) for a in spec.agents},
             {a: rng.normal(size=(n, spec[a].obs_dim)).astype(np.float32) for a in spec.agents},
             {a: (rng.random(n) < term_p) for a in spec.agents})
@@ -65,7 +69,8 @@ def test_shapes_heterogeneous(algo: str, discrete_listener: bool) -> None:
 def test_deterministic_policy_has_no_noise() -> None:
     spec = hetero_spec(False)
     m = MATD3(spec, HP, switches("matd3"), [16], "relu", seed=1)
-    obs = {a: np.random.default_rng(0).normal(size=(5, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
+    obs = {a: np.random.default_rng(0).normal(size=(5, spec[a].obs_dim)).astype(np.float32)
+           for a in spec.agents}
     a1, _ = m.act(obs, None)
     a2, _ = m.act(obs, None)
     a3, _ = m.act(obs, np.random.default_rng(0))
@@ -120,13 +125,16 @@ def test_maddpg_is_matd3_with_switches_off() -> None:
     td3 = MATD3(spec, HP, switches("matd3"), [16], "relu", seed=0)
     before = [p.clone() for p in td3.actors["listener"].parameters()]
     td3.learn(buf.sample(32, rng))  # update 1: critics only (policy delay 2)
-    assert all(torch.equal(a, b) for a, b in zip(before, td3.actors["listener"].parameters(), strict=True))
+    assert all(torch.equal(a, b)
+               for a, b in zip(before, td3.actors["listener"].parameters(), strict=True))
     td3.learn(buf.sample(32, rng))  # update 2: actors too
-    assert not all(torch.equal(a, b) for a, b in zip(before, td3.actors["listener"].parameters(), strict=True))
+    assert not all(torch.equal(a, b)
+                   for a, b in zip(before, td3.actors["listener"].parameters(), strict=True))
     dd = MATD3(spec, HP, switches("maddpg"), [16], "relu", seed=0)
     before = [p.clone() for p in dd.actors["listener"].parameters()]
     dd.learn(buf.sample(32, rng))
-    assert not all(torch.equal(a, b) for a, b in zip(before, dd.actors["listener"].parameters(), strict=True))
+    assert not all(torch.equal(a, b)
+                   for a, b in zip(before, dd.actors["listener"].parameters(), strict=True))
 
 
 def test_targets_lag_by_polyak() -> None:
@@ -138,7 +146,8 @@ def test_targets_lag_by_polyak() -> None:
     old_t = [p.clone() for p in m.actor_targets["listener"].parameters()]
     m.learn(buf.sample(32, rng))
     new_online = list(m.actors["listener"].parameters())
-    for t_old, t_new, o in zip(old_t, m.actor_targets["listener"].parameters(), new_online, strict=True):
+    for t_old, t_new, o in zip(old_t, m.actor_targets["listener"].parameters(), new_online,
+                               strict=True):
         torch.testing.assert_close(t_new, t_old + HP.tau * (o - t_old))
 
 
@@ -146,7 +155,8 @@ def test_targets_lag_by_polyak() -> None:
 def test_learns_known_optimum(algo: str) -> None:
     """One-step game: mover's best action is (0.7, 0.7), picker's best is action 2."""
     spec = probe("tests.toy_envs:target_game")
-    hp = Hyperparams(lr_actor=3e-3, lr_critic=3e-3, batch_size=128, learn_step=1, tau=0.05, expl_noise=0.3)
+    hp = Hyperparams(lr_actor=3e-3, lr_critic=3e-3, batch_size=128, learn_step=1, tau=0.05,
+                     expl_noise=0.3)
     m = MATD3(spec, hp, switches(algo, max_grad_norm=None), [32, 32], "relu", seed=0)
     from evohpo.envs import make_pool
 

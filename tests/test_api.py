@@ -56,7 +56,8 @@ def test_train_returns_metrics_and_a_callback_stops_it(tmp_path: Path) -> None:
     assert [g.generation for g in seen] == [0, 1] and result.summary["generations"] == 2
     assert [m["generation"] for m in result.metrics] == [0, 1]
     logged = read_jsonl(tmp_path / "r" / "metrics.jsonl")
-    assert [m["eval/best_fitness"] for m in result.metrics] == [r["eval/best_fitness"] for r in logged]
+    assert ([m["eval/best_fitness"] for m in result.metrics]
+            == [r["eval/best_fitness"] for r in logged])
     assert result.config.algo.lr_actor == 3e-4 and result.summary["env_steps"] == 64
     assert all(r["kind"] != "diverged" for g in seen for r in g.records)
     # the stopped run resumes to its budget, and its member acts on single observations

@@ -231,7 +231,8 @@ def test_hung_worker_times_out() -> None:
 
 
 def test_ctrl_c_in_parent_closes_pool_instead_of_desyncing() -> None:
-    """Ctrl-C while acks are in flight: later calls must not read a stale ack, so the pool closes."""
+    """Ctrl-C while acks are in flight: later calls must not read a stale ack, so the pool
+    closes."""
     pool, spec = faulty_pool("hang", timeout=30.0)
     pool.reset(0)
     acts = random_actions(spec, 4, np.random.default_rng(0))
@@ -254,7 +255,8 @@ def test_constructor_failure_surfaces_from_init() -> None:
 
 
 def test_sync_pool_reference_is_deterministic() -> None:
-    """Guards the reference: two SyncPools with one seed agree, so agreement above means something."""
+    """Guards the reference: two SyncPools with one seed agree, so agreement above means
+    something."""
     spec = probe("simple_spread", {})
     fns = [functools.partial(make_env, "simple_spread", {}) for _ in range(2)]
     a, b = SyncPool(fns, spec), SyncPool(fns, spec)
@@ -264,7 +266,8 @@ def test_sync_pool_reference_is_deterministic() -> None:
 
 @pytest.mark.parametrize("pool_kind", ["sync", "async"])
 def test_env_state_rebuilds_mid_episode(pool_kind: str) -> None:
-    """get_state/set_state is data only (seeds, episode numbers, actions) and rebuilds envs exactly."""
+    """get_state/set_state is data only (seeds, episode numbers, actions) and rebuilds envs
+    exactly."""
     name, kwargs = "simple_speaker_listener", {"continuous_actions": True, "max_cycles": 25}
     spec = probe(name, kwargs)
     rng = np.random.default_rng(3)
@@ -273,7 +276,8 @@ def test_env_state_rebuilds_mid_episode(pool_kind: str) -> None:
     for _ in range(37):  # one auto-reset behind, 12 steps into the second episode
         a.step(random_actions(spec, 4, rng))
     state = a.get_state()
-    assert [st["episode"] for st in state] == [1] * 4 and all(len(st["actions"]) == 12 for st in state)
+    assert ([st["episode"] for st in state] == [1] * 4
+            and all(len(st["actions"]) == 12 for st in state))
     b = make_pool(name, kwargs, 4, "sync" if pool_kind == "async" else "async", spec, workers=2)
     b.reset(seed=99)
     b.set_state(state)

@@ -26,11 +26,11 @@ TOL = 1e-5
 
 # (env, extra kwargs): every scenario with its defaults, then its other settings
 CASES: list[tuple[str, dict[str, Any]]] = [(name, {}) for name in SCENARIOS] + [
-    ("simple_spread", {"N": 4, "local_ratio": 0.3, "num_agent_neighbors": 2, "num_landmark_neighbors": 5,
-                       "max_cycles": 10}),
+    ("simple_spread", {"N": 4, "local_ratio": 0.3, "num_agent_neighbors": 2,
+                       "num_landmark_neighbors": 5, "max_cycles": 10}),
     ("simple_spread", {"curriculum": True, "terminate_on_success": True}),
-    ("simple_tag", {"num_good": 2, "num_adversaries": 2, "num_obstacles": 3, "num_agent_neighbors": 2,
-                    "num_landmark_neighbors": 1, "curriculum": True}),
+    ("simple_tag", {"num_good": 2, "num_adversaries": 2, "num_obstacles": 3,
+                    "num_agent_neighbors": 2, "num_landmark_neighbors": 1, "curriculum": True}),
     ("simple_adversary", {"N": 3, "num_agent_neighbors": 2, "num_landmark_neighbors": 2}),
     ("simple_reference", {"local_ratio": 0.8}),
     ("simple_world_comm", {"num_good": 3, "num_adversaries": 2, "num_obstacles": 2, "num_food": 3,
@@ -93,11 +93,13 @@ class Mirror:
 
     def step(self, i: int, actions: dict[str, np.ndarray]) -> tuple[Any, ...]:
         spec = self.pool.spec
-        act = {a: int(actions[a][i, 0]) if spec[a].discrete else actions[a][i].copy() for a in spec.agents}
+        act = {a: int(actions[a][i, 0]) if spec[a].discrete else actions[a][i].copy()
+               for a in spec.agents}
         if self.treasure:
             mask, pos, kinds = self.respawns
             t = np.flatnonzero(mask[i])
-            self.envs[i].unwrapped.world._np_random = ScriptedRandom(list(pos[i, t]), [int(k) for k in kinds[i, t]])
+            self.envs[i].unwrapped.world._np_random = ScriptedRandom(
+                list(pos[i, t]), [int(k) for k in kinds[i, t]])
         return self.envs[i].step(act)
 
 
@@ -128,7 +130,8 @@ def run_differential(name: str, kwargs: dict[str, Any], n: int, steps: int, seed
     seen = {"done": 0.0, "terminated": 0.0, "reward_max": -np.inf, "delivered": 0.0}
     for _ in range(steps):
         actions = random_actions(spec, n, rng) if prepare is None else {
-            a: np.zeros((n, 1 if spec[a].discrete else spec[a].act_dim), np.float32) for a in agents}
+            a: np.zeros((n, 1 if spec[a].discrete else spec[a].act_dim), np.float32)
+            for a in agents}
         res = pool.step(actions)
         out = [mirror.step(i, actions) for i in range(n)]
         assert_close(res.next_obs, stack([o[0] for o in out]), "observation")
@@ -136,12 +139,14 @@ def run_differential(name: str, kwargs: dict[str, Any], n: int, steps: int, seed
         for k, flags in ((2, res.terminated), (3, res.truncated)):
             want = stack([o[k] for o in out])
             for a in agents:
-                np.testing.assert_array_equal(flags[a], want[a], err_msg=f"{('', '', 'terminated', 'truncated')[k]} {a}")
+                np.testing.assert_array_equal(
+                    flags[a], want[a], err_msg=f"{('', '', 'terminated', 'truncated')[k]} {a}")
         np.testing.assert_array_equal(res.done, [not env.agents for env in mirror.envs])
         for i in np.flatnonzero(res.done):
             mirror.envs[i].reset()
             mirror.sync(i)
-            assert_close({a: res.obs[a][i] for a in agents}, mirror.observe(i), f"env {i}'s reset observation")
+            assert_close({a: res.obs[a][i] for a in agents}, mirror.observe(i),
+                         f"env {i}'s reset observation")
         seen["done"] += res.done.sum()
         seen["terminated"] += sum(res.terminated[a].sum() for a in agents)
         seen["reward_max"] = max(seen["reward_max"], max(r.max() for r in res.rewards.values()))
@@ -154,7 +159,8 @@ def stack(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
-@pytest.mark.parametrize(("name", "kwargs"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+@pytest.mark.parametrize(("name", "kwargs"), CASES,
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_matches_mpe2_step_by_step(name: str, kwargs: dict[str, Any], continuous: bool) -> None:
     kw = {**kwargs, "continuous_actions": continuous}
     seen = run_differential(name, kw, N_ENVS if not kwargs else N_ENVS // 2, STEPS)
@@ -216,13 +222,16 @@ def test_resets_draw_from_mpe2_distributions(name: str) -> None:
                 assert x[0] == y[0], (a, k)
                 continue
             worst = min(worst, stats.ks_2samp(x, y, method="asymp").pvalue)
-            assert abs(x.mean() - y.mean()) < 0.1 + 4 * (x.std() + y.std()) / np.sqrt(len(x)), (a, k)
-    assert worst > 1e-4, f"{name}: an observation entry at reset is distributed unlike mpe2's (p={worst:.2g})"
+            assert (abs(x.mean() - y.mean())
+                    < 0.1 + 4 * (x.std() + y.std()) / np.sqrt(len(x))), (a, k)
+    assert worst > 1e-4, (f"{name}: an observation entry at reset is distributed unlike mpe2's "
+                          f"(p={worst:.2g})")
 
 
 def _pools(name: str, kwargs: dict[str, Any], n: int) -> tuple[Any, Any]:
     spec = probe(name, kwargs)
-    return make_pool(name, kwargs, n, "sync", spec), make_pool(name, kwargs, n, "sync", spec, backend="batched")
+    return (make_pool(name, kwargs, n, "sync", spec),
+            make_pool(name, kwargs, n, "sync", spec, backend="batched"))
 
 
 def assert_same_step(a: Any, b: Any, agents: tuple[str, ...]) -> None:
@@ -230,7 +239,8 @@ def assert_same_step(a: Any, b: Any, agents: tuple[str, ...]) -> None:
         assert_close(getattr(a, field), getattr(b, field), field)
     for field in ("terminated", "truncated", "alive"):
         for ag in agents:
-            np.testing.assert_array_equal(getattr(a, field)[ag], getattr(b, field)[ag], err_msg=field)
+            np.testing.assert_array_equal(getattr(a, field)[ag], getattr(b, field)[ag],
+                                          err_msg=field)
     np.testing.assert_array_equal(a.done, b.done)
 
 
@@ -250,7 +260,8 @@ def test_same_results_as_the_pettingzoo_pool(name: str, continuous: bool) -> Non
 
 @pytest.mark.parametrize("name", ["simple_speaker_listener", "collect_treasure", "simple_tag"])
 def test_env_state_rebuilds_exactly_and_across_backends(name: str) -> None:
-    kw = {"continuous_actions": True, "max_cycles": 10, **({"terminate_on_success": True} if name == "simple_tag" else {})}
+    kw = {"continuous_actions": True, "max_cycles": 10,
+          **({"terminate_on_success": True} if name == "simple_tag" else {})}
     sync, batched = _pools(name, kw, 4)
     rng = np.random.default_rng(1)
     for pool in (sync, batched):
@@ -266,7 +277,8 @@ def test_env_state_rebuilds_exactly_and_across_backends(name: str) -> None:
     from_batched = fresh.set_state(state)
     other = make_pool(name, kw, 4, "sync", sync.spec, backend="batched")
     other.reset(seed=98)
-    from_sync = other.set_state(sync.get_state())  # a PettingZoo pool's state rebuilds a batched one
+    # a PettingZoo pool's state rebuilds a batched one
+    from_sync = other.set_state(sync.get_state())
     assert_close(from_batched, from_sync, "rebuilt observation")
     for _ in range(12):
         actions = random_actions(sync.spec, 4, rng)
@@ -330,7 +342,8 @@ def test_every_short_name_is_batched_with_mpe2_defaults() -> None:
     for name, cls in SCENARIOS.items():
         assert cls.mpe2_module == MPE2_ENVS[name]
         raw = importlib.import_module(MPE2_ENVS[name]).raw_env
-        theirs = {k: p.default for k, p in inspect.signature(raw.__init__).parameters.items() if k != "self"}
+        theirs = {k: p.default for k, p in inspect.signature(raw.__init__).parameters.items()
+                  if k != "self"}
         ours = {**_common_kwargs(), **cls.params}
         assert ours == theirs, name
 
@@ -346,8 +359,11 @@ def test_training_is_the_same_run_with_either_backend(tmp_path: Any, continuous:
     """The trainer with env.backend batched repeats the PettingZoo backend's run exactly."""
     from tests.test_trainer import TINY, run_trainer, strip_time
 
-    cfg = C.load([TINY, {"steps": 96, "env": {"backend": "pettingzoo", "kwargs": {"continuous_actions": continuous}},
+    cfg = C.load([TINY, {"steps": 96,
+                         "env": {"backend": "pettingzoo",
+                                 "kwargs": {"continuous_actions": continuous}},
                          "mutation": {"none": 0.0, "hyperparameters": 1.0, "weights": 1.0}}])
     m1, l1 = run_trainer(cfg, tmp_path / "pettingzoo")
-    m2, l2 = run_trainer(C.load([C.to_dict(cfg), {"env": {"backend": "batched"}}]), tmp_path / "batched")
+    m2, l2 = run_trainer(C.load([C.to_dict(cfg), {"env": {"backend": "batched"}}]),
+                         tmp_path / "batched")
     assert len(m1) == 3 and strip_time(m1) == strip_time(m2) and l1 == l2

@@ -63,7 +63,8 @@ def check_consistent(batch: Batch) -> np.ndarray:
     ts = decode(batch)
     for a in SPEC.agents:
         np.testing.assert_array_equal(batch.obs[a].numpy(), np.stack([_obs(t, a) for t in ts]))
-        np.testing.assert_array_equal(batch.next_obs[a].numpy(), np.stack([_obs(t, a, True) for t in ts]))
+        np.testing.assert_array_equal(batch.next_obs[a].numpy(),
+                                      np.stack([_obs(t, a, True) for t in ts]))
         np.testing.assert_array_equal(batch.actions[a].numpy(), np.stack([_act(t, a) for t in ts]))
         np.testing.assert_array_equal(batch.rewards[a].numpy(), [_rew(t, a) for t in ts])
         np.testing.assert_array_equal(batch.terminated[a].numpy(), [_term(t, a) for t in ts])

@@ -46,7 +46,8 @@ def test_resume_equals_uninterrupted(tmp_path: Path, first: int) -> None:
     assert elapsed == sorted(elapsed)  # the run's clock goes on across the resume
 
 
-def test_resume_refuses_other_config_and_spent_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_refuses_other_config_and_spent_budget(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     assert train(tmp_path / "r", 64) == 0
     assert main(["train", "--resume", str(tmp_path / "r"), "--seed", "3"]) == 2
     assert "--seed cannot change" in capsys.readouterr().err
@@ -59,7 +60,8 @@ def test_sigint_checkpoints_and_resumes_exactly(tmp_path: Path) -> None:
     longer = ["--set", "evolution.evo_steps=600"]
     assert train(tmp_path / "full", 3600, *longer) == 0
     run = tmp_path / "int"
-    cmd = [sys.executable, "-m", "evohpo", "train", *ARGS, *longer, "--steps", "3600", "--run-dir", str(run)]
+    cmd = [sys.executable, "-m", "evohpo", "train", *ARGS, *longer, "--steps", "3600",
+           "--run-dir", str(run)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=Path(__file__).parent.parent)
     deadline = time.time() + 60
@@ -95,7 +97,8 @@ def test_kill_9_mid_write_leaves_a_loadable_checkpoint(tmp_path: Path) -> None:
     checkpoint.save(path, {"i": 0}, {"x": torch.zeros(4_000_000)})
     rng = np.random.default_rng(0)
     for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE,
+                                text=True)
         assert proc.stdout is not None
         proc.stdout.readline()  # at least one complete write happened
         time.sleep(float(rng.uniform(0.0, 0.2)))  # then kill it somewhere inside a later write
@@ -105,7 +108,8 @@ def test_kill_9_mid_write_leaves_a_loadable_checkpoint(tmp_path: Path) -> None:
         assert torch.all(tensors["x"] == float(meta["i"]))  # a whole checkpoint, never a torn one
 
 
-def test_damaged_and_newer_checkpoints_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_and_newer_checkpoints_are_clear_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "r"
     assert train(run, 64) == 0
     latest = run / "checkpoints" / "latest.pt"
@@ -115,8 +119,10 @@ def test_damaged_and_newer_checkpoints_are_clear_errors(tmp_path: Path, capsys: 
         checkpoint.load(latest)
     assert main(["train", "--resume", str(run), "--steps", "100"]) == 2
     err = capsys.readouterr().err
-    assert "damaged or truncated" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    obj = {"format": checkpoint.FORMAT, "version": checkpoint.VERSION + 1, "meta": "{}", "tensors": {}}
+    assert ("damaged or truncated" in err and "Traceback" not in err
+            and len(err.strip().splitlines()) == 1)
+    obj = {"format": checkpoint.FORMAT, "version": checkpoint.VERSION + 1, "meta": "{}",
+           "tensors": {}}
     torch.save(obj, latest)
     with pytest.raises(checkpoint.CheckpointError, match="newer than this evohpo reads"):
         checkpoint.load(latest)
@@ -127,8 +133,8 @@ def test_damaged_and_newer_checkpoints_are_clear_errors(tmp_path: Path, capsys: 
 
 
 @pytest.mark.parametrize("continuous", [True, False])
-def test_eval_reproduces_trainer_fitness_and_export_acts_identically(tmp_path: Path, continuous: bool,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_reproduces_trainer_fitness_and_export_acts_identically(
+        tmp_path: Path, continuous: bool, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "r"
     assert train(run, 96, "--set", f"env.kwargs.continuous_actions={str(continuous).lower()}") == 0
     meta, _ = checkpoint.load(run / "checkpoints" / "best.pt")
@@ -142,7 +148,8 @@ def test_eval_reproduces_trainer_fitness_and_export_acts_identically(tmp_path: P
     assert f"{best['fitness']:9.3f}" in capsys.readouterr().out
     # a member by id, from the latest checkpoint
     latest_meta, _ = checkpoint.load(run / "checkpoints" / "latest.pt")
-    assert main(["eval", str(run), "--member", str(latest_meta["members"][-1]["id"]), "--episodes", "1"]) == 0
+    assert main(["eval", str(run), "--member", str(latest_meta["members"][-1]["id"]),
+                 "--episodes", "1"]) == 0
     assert main(["eval", str(run), "--member", "12345"]) == 2
     # render: one frame per step plus the first
     gif = tmp_path / "ep.gif"

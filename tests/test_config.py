@@ -72,7 +72,8 @@ def test_load_does_not_mutate_its_layers():
 
 def test_parse_override_nests_dotted_keys():
     assert C.parse_override("population.size=8") == {"population": {"size": 8}}
-    assert C.parse_override("mutation.bounds.tau.max=0.2") == {"mutation": {"bounds": {"tau": {"max": 0.2}}}}
+    assert (C.parse_override("mutation.bounds.tau.max=0.2")
+            == {"mutation": {"bounds": {"tau": {"max": 0.2}}}})
     assert C.parse_override("algo.hidden=[32, 16]") == {"algo": {"hidden": [32, 16]}}
     assert C.parse_override("eval.fitness_agents=null") == {"eval": {"fitness_agents": None}}
     # only the first '=' splits
@@ -110,7 +111,8 @@ def test_int_given_for_float_becomes_float():
 
 
 def test_bool_strings_and_optional_fields():
-    cfg = C.load([{"logging": {"console": "False"}, "algo": {"max_grad_norm": None, "policy_delay": 3}}])
+    cfg = C.load([{"logging": {"console": "False"},
+                   "algo": {"max_grad_norm": None, "policy_delay": 3}}])
     assert cfg.logging.console is False
     assert cfg.algo.max_grad_norm is None
     assert cfg.algo.policy_delay == 3
@@ -198,10 +200,12 @@ def test_nan_is_rejected():
 
 
 def test_tournament_larger_than_population():
-    msg = _err([{"population": {"size": 2}, "env": {"num_envs": 4}, "evolution": {"tournament_size": 3}}])
+    msg = _err([{"population": {"size": 2}, "env": {"num_envs": 4},
+                 "evolution": {"tournament_size": 3}}])
     assert "evolution.tournament_size" in msg and "3" in msg and "1..2" in msg
     # equal is fine
-    C.load([{"population": {"size": 2}, "env": {"num_envs": 4}, "evolution": {"tournament_size": 2}}])
+    C.load([{"population": {"size": 2}, "env": {"num_envs": 4},
+             "evolution": {"tournament_size": 2}}])
 
 
 def test_num_envs_must_be_multiple_of_population():
@@ -220,8 +224,9 @@ def test_mutation_bound_batch_size_above_capacity():
     bounds = {"mutation": {"bounds": {"batch_size": {"min": 600, "max": 1024}}}}
     msg = _err([{"algo": {"batch_size": 64}, "buffer": {"capacity": 512}}, bounds])
     assert "mutation.bounds.batch_size.min" in msg and "600" in msg and "512" in msg
+    # the max is clipped at run time
     C.load([{"algo": {"batch_size": 64}, "buffer": {"capacity": 512},
-             "mutation": {"bounds": {"batch_size": {"max": 1024}}}}])  # the max is clipped at run time
+             "mutation": {"bounds": {"batch_size": {"max": 1024}}}}])
 
 
 def test_load_keeps_per_hyperparameter_bound_defaults():
@@ -237,7 +242,8 @@ def test_partial_bound_override_keeps_the_other_default():
 
 
 def test_batch_size_bound_min_is_checked_against_capacity():
-    C.load([{"algo": {"batch_size": 64}, "buffer": {"capacity": 512}}])  # max is clipped at run time
+    # max is clipped at run time
+    C.load([{"algo": {"batch_size": 64}, "buffer": {"capacity": 512}}])
     msg = _err([{"algo": {"batch_size": 64}, "buffer": {"capacity": 512},
                  "mutation": {"bounds": {"batch_size": {"min": 600, "max": 700}}}}])
     assert "mutation.bounds.batch_size.min" in msg
@@ -312,7 +318,8 @@ def test_read_yaml_empty_file_is_empty_mapping(tmp_path):
 
 def test_read_yaml_then_load(tmp_path):
     p = tmp_path / "c.yaml"
-    p.write_text("algo:\n  lr_actor: 3e-4\n  batch_size: 1e2\npopulation:\n  size: 2\nenv:\n  num_envs: 4\n")
+    p.write_text("algo:\n  lr_actor: 3e-4\n  batch_size: 1e2\n"
+                 "population:\n  size: 2\nenv:\n  num_envs: 4\n")
     cfg = C.load([C.read_yaml(p)])
     assert cfg.algo.lr_actor == 3e-4 and cfg.algo.batch_size == 100 and cfg.population.size == 2
 
@@ -323,12 +330,14 @@ def test_read_yaml_then_load(tmp_path):
 def _custom() -> Config:
     return C.load([{
         "seed": 5, "device": "cpu",
-        "env": {"name": "simple_spread", "kwargs": {"N": 3, "continuous_actions": True}, "num_envs": 6},
+        "env": {"name": "simple_spread", "kwargs": {"N": 3, "continuous_actions": True},
+                "num_envs": 6},
         "algo": {"name": "maddpg", "hidden": [32, 16], "lr_actor": "3e-4", "max_grad_norm": None,
                  "target_noise": 0.05},
         "population": {"size": 3},
         "evolution": {"tournament_size": 3, "target_fitness": -12.5},
-        "mutation": {"factors": [0.5, 1.0, 2.0], "bounds": {"tau": {"min": 0.002, "max": 0.2, "mutate": False}}},
+        "mutation": {"factors": [0.5, 1.0, 2.0],
+                     "bounds": {"tau": {"min": 0.002, "max": 0.2, "mutate": False}}},
         "eval": {"fitness_agents": ["agent_0"]},
         "buffer": {"capacity": 50_000},
     }])

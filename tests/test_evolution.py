@@ -55,7 +55,7 @@ def hp_at(where: str) -> Hyperparams:
     return Hyperparams(**vals)
 
 
-# ----------------------------------------------------------------------------- select
+# ---------------------------------------------------------------------------- select
 
 
 def test_select_elite_is_argmax_and_parents_in_range():
@@ -165,7 +165,7 @@ def test_single_member():
     assert select([0.5], 1, False, np.random.default_rng(0)) == [0]
 
 
-# ----------------------------------------------------------------------------- mutate_hyperparameter
+# ---------------------------------------------------------------------------- mutate_hyperparameter
 
 
 def _in_bounds(hp: Hyperparams, cfg: MutationConfig) -> None:
@@ -215,14 +215,16 @@ def test_pinned_at_max_returns_no_change():
     cfg = mcfg(factors=[1.2])
     hp = hp_at("max")
     for seed in range(50):
-        assert mutate_hyperparameter(hp, cfg, np.random.default_rng(seed)) == ({}, "", None, None, "")
+        assert (mutate_hyperparameter(hp, cfg, np.random.default_rng(seed))
+                == ({}, "", None, None, ""))
 
 
 def test_pinned_at_min_returns_no_change():
     cfg = mcfg(factors=[0.8])
     hp = hp_at("min")
     for seed in range(50):
-        assert mutate_hyperparameter(hp, cfg, np.random.default_rng(seed)) == ({}, "", None, None, "")
+        assert (mutate_hyperparameter(hp, cfg, np.random.default_rng(seed))
+                == ({}, "", None, None, ""))
 
 
 def test_nothing_mutable_returns_no_change():
@@ -245,7 +247,8 @@ def _only(name: str, factors: list[float]) -> MutationConfig:
 
 def test_known_answers():
     rng = np.random.default_rng(0)
-    hp = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=100, learn_step=50, tau=0.01, expl_noise=0.0)
+    hp = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=100, learn_step=50, tau=0.01,
+                     expl_noise=0.0)
     # plain multiplicative step
     ch, name, before, after, op = mutate_hyperparameter(hp, _only("lr_actor", [1.2]), rng)
     assert (name, before, op) == ("lr_actor", 1e-3, "*1.2") and after == pytest.approx(1.2e-3)
@@ -285,7 +288,7 @@ def test_mutate_hyperparameter_is_deterministic_per_seed():
     assert len({r[1] for r in a}) > 1  # the hyperparameter is drawn at random
 
 
-# ----------------------------------------------------------------------------- mutate (a member)
+# ---------------------------------------------------------------------------- mutate (a member)
 
 SPEC = EnvSpec(
     name="tiny",
@@ -318,7 +321,8 @@ def snapshot(algo: MATD3) -> dict[str, list[torch.Tensor]]:
         out[f"actor:{a}"] = [p.detach().clone() for p in algo.actors[a].parameters()]
         out[f"actor_target:{a}"] = [p.detach().clone() for p in algo.actor_targets[a].parameters()]
         out[f"critic:{a}"] = [p.detach().clone() for c in algo.critics[a] for p in c.parameters()]
-        out[f"critic_target:{a}"] = [p.detach().clone() for c in algo.critic_targets[a] for p in c.parameters()]
+        out[f"critic_target:{a}"] = [p.detach().clone() for c in algo.critic_targets[a]
+                                     for p in c.parameters()]
     return out
 
 
@@ -361,11 +365,13 @@ def test_hyperparameter_mutation_record_matches_algo():
 def test_lr_mutation_reaches_the_optimizers():
     m = make_member()
     rec = mutate(m, mcfg(none=0, hyperparameters=1, weights=0, factors=[0.5],
-                         bounds={k: {"mutate": k == "lr_actor"} for k in BOUNDS}), 0, np.random.default_rng(0))
+                         bounds={k: {"mutate": k == "lr_actor"} for k in BOUNDS}),
+                 0, np.random.default_rng(0))
     assert (rec.target, rec.before, rec.after) == ("lr_actor", 1e-3, 5e-4)
     assert _lrs(m.algo) == ({5e-4}, {2e-3})
     rec = mutate(m, mcfg(none=0, hyperparameters=1, weights=0, factors=[2.0],
-                         bounds={k: {"mutate": k == "lr_critic"} for k in BOUNDS}), 1, np.random.default_rng(0))
+                         bounds={k: {"mutate": k == "lr_critic"} for k in BOUNDS}),
+                 1, np.random.default_rng(0))
     assert (rec.target, rec.before, rec.after) == ("lr_critic", 2e-3, 4e-3)
     assert _lrs(m.algo) == ({5e-4}, {4e-3})
 

@@ -40,8 +40,9 @@ class Messages(Logger):
 
 
 def fault_cfg(pool: str = "async", **kwargs: Any) -> C.Config:
-    return C.load([TINY, {"steps": 96, "env": {"name": FAULT, "pool": pool, "workers": 2, "kwargs": kwargs,
-                                               "worker_timeout": 2.0, "max_restarts": 2}}])
+    return C.load([TINY, {"steps": 96, "env": {"name": FAULT, "pool": pool, "workers": 2,
+                                               "kwargs": kwargs, "worker_timeout": 2.0,
+                                               "max_restarts": 2}}])
 
 
 def run(cfg: C.Config, run_dir: Path | None = None) -> tuple[Trainer, Messages]:
@@ -64,14 +65,17 @@ def cli_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--algo", "madpg"], "'algo.name': 'madpg' is not one of 'maddpg', 'matd3' (did you mean: maddpg"),
+    (["--algo", "madpg"],
+     "'algo.name': 'madpg' is not one of 'maddpg', 'matd3' (did you mean: maddpg"),
     (["--env", "simple_spred"], "unknown env 'simple_spred' (did you mean: simple_spread"),
     (["--set", "algo.lr_actr=0.1"], "unknown config key 'algo.lr_actr' (did you mean: lr_actor"),
     (["--set", "algo.lr_actor=-1"], "'algo.lr_actor': -1.0 is out of range; allowed (0"),
     (["--set", "population.size=0"], "'population.size': 0 is out of range; allowed [1"),
     (["--set", "population.size=four"], "'population.size': 'four' is not int"),
-    (["--set", "evolution.tournament_size=9"], "'evolution.tournament_size': 9 is larger than population.size"),
-    (["--set", "algo.batch_size=5000", "--set", "buffer.capacity=1000"], "'algo.batch_size': 5000 is larger than buffer.capacity"),
+    (["--set", "evolution.tournament_size=9"],
+     "'evolution.tournament_size': 9 is larger than population.size"),
+    (["--set", "algo.batch_size=5000", "--set", "buffer.capacity=1000"],
+     "'algo.batch_size': 5000 is larger than buffer.capacity"),
     (["--config", "/nonexistent.yaml"], "config file '/nonexistent.yaml' does not exist"),
     (["--env", "nosuchmodule_xyz:make"], "cannot import module 'nosuchmodule_xyz'"),
     (["--env", "tests.toy_envs:not_parallel"], "not a PettingZoo ParallelEnv"),
@@ -98,7 +102,8 @@ def test_unsupported_spaces_say_which(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
     monkeypatch.setattr(toy_envs.TargetGame, "observation_space",
                         lambda self, a: spaces.Dict({"x": spaces.Discrete(2)}))
-    err = cli_error(["train", "--env", "tests.toy_envs:target_game", "--run-dir", str(tmp_path / "r")], capsys)
+    err = cli_error(["train", "--env", "tests.toy_envs:target_game", "--run-dir",
+                     str(tmp_path / "r")], capsys)
     assert "agent 'mover': observation space Dict" in err and "flat Box observations" in err
 
 
@@ -113,8 +118,8 @@ def test_run_dir_exists_and_unwritable(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_bad_input_in_a_real_process(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "evohpo", "train", "--env", "nope"], capture_output=True,
-                          text=True, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "evohpo", "train", "--env", "nope"],
+                          capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("evohpo: error: unknown env 'nope'")
 
@@ -124,7 +129,8 @@ def test_bad_input_in_a_real_process(tmp_path: Path) -> None:
 def test_worker_crash_restarts_the_pool(tmp_path: Path) -> None:
     t, log = run(fault_cfg(crash_at=7, marker=str(tmp_path / "fired")))
     assert t.restarts == 1 and t.env_steps >= 96
-    assert any("injected crash at step 7" in m and "restarting the env pool" in m for m in log.messages)
+    assert any("injected crash at step 7" in m and "restarting the env pool" in m
+               for m in log.messages)
     assert all(np.isfinite(m["eval/best_fitness"]) for m in log.metrics)
     assert log.metrics[-1]["train/env_restarts"] == 1
 
@@ -151,9 +157,11 @@ def test_lost_step_is_not_stored(tmp_path: Path) -> None:
 
 
 def test_repeated_failures_stop_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["train", "--env", FAULT, "--run-dir", str(tmp_path / "r"), "--quiet", "--steps", "200",
-                 "--set", "env.kwargs.crash_at=3", "--set", "env.pool=async", "--set", "env.workers=2",
-                 "--set", "env.max_restarts=2", "--set", "env.num_envs=2", "--set", "population.size=2"])
+    code = main(["train", "--env", FAULT, "--run-dir", str(tmp_path / "r"), "--quiet",
+                 "--steps", "200",
+                 "--set", "env.kwargs.crash_at=3", "--set", "env.pool=async",
+                 "--set", "env.workers=2", "--set", "env.max_restarts=2",
+                 "--set", "env.num_envs=2", "--set", "population.size=2"])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     assert "injected crash at step 3" in err and "failed 3 times (env.max_restarts is 2)" in err
@@ -163,7 +171,8 @@ def test_nan_observations_never_reach_the_buffer() -> None:
     t, log = run(fault_cfg("sync", nan_at=4))  # every env sends one NaN observation
     # each env's NaN observation spoils two transitions (as next_obs, then as obs): all kept out
     assert t.dropped == 4
-    assert np.isfinite(t.buffer.obs[: t.buffer.size]).all() and np.isfinite(t.buffer.next_obs[: t.buffer.size]).all()
+    assert (np.isfinite(t.buffer.obs[: t.buffer.size]).all()
+            and np.isfinite(t.buffer.next_obs[: t.buffer.size]).all())
     assert log.metrics[-1]["train/dropped_transitions"] == 4
     assert not any(m.diverged for m in t.members)
 
@@ -176,8 +185,10 @@ def test_agent_leaving_mid_episode_is_masked() -> None:
     # where it did not act, its slots hold zeros, not garbage
     cols = t.buffer.obs_slices["picker"]
     assert np.all(t.buffer.obs[: t.buffer.size][alive == 0][:, cols] == 0)
-    assert np.all(t.buffer.actions[: t.buffer.size][alive == 0][:, t.buffer.act_slices["picker"]] == 0)
-    assert all(np.isfinite(v) for m in log.metrics for k, v in m.items() if k.endswith("critic_loss"))
+    assert np.all(
+        t.buffer.actions[: t.buffer.size][alive == 0][:, t.buffer.act_slices["picker"]] == 0)
+    assert all(np.isfinite(v) for m in log.metrics for k, v in m.items()
+               if k.endswith("critic_loss"))
 
 
 def test_masked_agent_rows_do_not_train_its_critic() -> None:
@@ -194,7 +205,8 @@ def test_masked_agent_rows_do_not_train_its_critic() -> None:
     m = MATD3(spec, HP, switches("maddpg"), [16], "relu", seed=0)
     before = [p.clone() for p in m.critics["listener"][0].parameters()]
     m.learn(buf.gather(np.arange(64)))
-    assert all(torch.equal(a, b) for a, b in zip(before, m.critics["listener"][0].parameters(), strict=True))
+    assert all(torch.equal(a, b)
+               for a, b in zip(before, m.critics["listener"][0].parameters(), strict=True))
 
 
 # ----------------------------------------------------------------------------- numerical faults
@@ -226,8 +238,10 @@ def test_diverged_member_is_replaced_and_training_goes_on() -> None:
     victim = [r for r in log.records if r["kind"] == "diverged"]
     assert len(victim) == 1 and victim[0]["generation"] == 1
     gen1 = log.metrics[1]
-    assert gen1[f"member/{victim[0]['member_id']}/fitness"] == -np.inf or gen1[f"member/{victim[0]['member_id']}/fitness"] is None
-    parents = {r["parent_id"] for r in log.records if r["generation"] == 1 and r["kind"] not in ("elite", "diverged")}
+    assert (gen1[f"member/{victim[0]['member_id']}/fitness"] == -np.inf
+            or gen1[f"member/{victim[0]['member_id']}/fitness"] is None)
+    parents = {r["parent_id"] for r in log.records
+               if r["generation"] == 1 and r["kind"] not in ("elite", "diverged")}
     assert victim[0]["member_id"] not in parents
     assert not any(m.diverged for m in t.members) and len(log.metrics) == 4
     assert np.isfinite(t.buffer.actions[: t.buffer.size]).all()
@@ -251,11 +265,13 @@ def test_every_member_diverged_stops_and_keeps_last_good_checkpoint(tmp_path: Pa
 def test_buffer_too_big_for_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr("evohpo.runtime.local.available_memory", lambda: 50 * 2**20)
-    err = cli_error(["train", "--run-dir", str(tmp_path / "r"), "--set", "buffer.capacity=2000000"], capsys)
+    err = cli_error(["train", "--run-dir", str(tmp_path / "r"), "--set", "buffer.capacity=2000000"],
+                    capsys)
     assert "'buffer.capacity': 2,000,000 transitions need" in err and "lower buffer.capacity" in err
 
 
-def test_full_disk_keeps_previous_checkpoint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_full_disk_keeps_previous_checkpoint(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
     cfg = C.load([TINY, {"steps": 96}])
     real_save = torch.save
     calls = {"n": 0}
@@ -269,7 +285,8 @@ def test_full_disk_keeps_previous_checkpoint(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setattr(torch, "save", failing_save)
     t, log = run(cfg, tmp_path)
     assert t.env_steps == 96  # training went on
-    assert any("No space left on device" in m and "previous checkpoint is intact" in m for m in log.messages)
+    assert any("No space left on device" in m and "previous checkpoint is intact" in m
+               for m in log.messages)
     meta, _ = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
     assert meta["env_steps"] < 96
     assert not list((tmp_path / "checkpoints").glob(".*tmp*"))  # no half-written leftovers

@@ -1,5 +1,6 @@
 """Architecture and activation mutations: growth keeps the function, targets keep their lag, Adam
-keeps its moments, members keep learning, bounds hold, records say what happened, state round-trips."""
+keeps its moments, members keep learning, bounds hold, records say what happened, state
+round-trips."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from evohpo.evolution import KINDS, choose_kind, mutate
 from evohpo.networks import ACTIVATIONS, MLP, PAIRED
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.05, expl_noise=0.1)
+HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.05,
+                 expl_noise=0.1)
 GROWTH = ("add_node", "add_layer")
 SHRINK = ("remove_node", "remove_layer")
 
@@ -53,13 +55,15 @@ def space(**kw: Any) -> ArchSpace:
 
 
 def mcfg(**kw: Any) -> MutationConfig:
-    probs = {"none": 0.0, "hyperparameters": 0.0, "weights": 0.0, "architecture": 0.0, "activation": 0.0}
+    probs = {"none": 0.0, "hyperparameters": 0.0, "weights": 0.0, "architecture": 0.0,
+             "activation": 0.0}
     return C.build(MutationConfig, {**probs, **kw}, "mutation")
 
 
 def fill(buf: ReplayBuffer, sp: EnvSpec, n: int, rng: np.random.Generator) -> None:
-    acts = {a: (np.eye(sp[a].act_dim, dtype=np.float32)[rng.integers(0, sp[a].act_dim, n)] if sp[a].discrete
-                else rng.random((n, sp[a].act_dim)).astype(np.float32)) for a in sp.agents}
+    acts = {a: (np.eye(sp[a].act_dim, dtype=np.float32)[rng.integers(0, sp[a].act_dim, n)]
+                if sp[a].discrete else rng.random((n, sp[a].act_dim)).astype(np.float32))
+            for a in sp.agents}
     buf.add({a: rng.normal(size=(n, sp[a].obs_dim)).astype(np.float32) for a in sp.agents}, acts,
             {a: rng.normal(size=n).astype(np.float32) for a in sp.agents},
             {a: rng.normal(size=(n, sp[a].obs_dim)).astype(np.float32) for a in sp.agents},
@@ -74,7 +78,8 @@ def batch_of(sp: EnvSpec, n: int = 64, seed: int = 0) -> Batch:
 
 def member(mode: str = "continuous", algo: str = "matd3", hidden: list[int] | None = None,
            activation: str = "relu", steps: int = 4, seed: int = 0, **sw: Any) -> MATD3:
-    """A member that has learned a little (Adam state everywhere) and whose targets lag its weights."""
+    """A member that has learned a little (Adam state everywhere) and whose targets lag its
+    weights."""
     sp = spec(mode)
     m = MATD3(sp, HP, Switches(**{**ALGOS[algo], **sw}), hidden or [8, 6], activation, seed=seed)
     b = batch_of(sp, seed=seed)
@@ -108,20 +113,22 @@ def probe_inputs(m: MATD3, n: int = 256) -> dict[str, torch.Tensor]:
 @torch.no_grad()
 def outputs(m: MATD3) -> dict[str, torch.Tensor]:
     x = probe_inputs(m)
-    return {k: net(x[k.split("/")[0]] if "actor" in k else x["joint"]) for k, net in nets(m).items()}
+    return {k: net(x[k.split("/")[0]] if "actor" in k else x["joint"])
+            for k, net in nets(m).items()}
 
 
 def force(m: MATD3, agent: str, which: str, op: str, pick: int = 0, step: int = 3,
           sp: ArchSpace | None = None) -> list[Any]:
     """Apply one named operator through the member-level surgery (targets and Adam included)."""
     group, _ = M.networks_of(m, agent, which)
-    edits, why = M.plan_op(op, group, sp or space(), pick, step, torch.Generator().manual_seed(pick))
+    edits, why = M.plan_op(op, group, sp or space(), pick, step,
+                           torch.Generator().manual_seed(pick))
     assert edits is not None, why
     M.apply_edits(m, agent, which, edits)
     return edits
 
 
-# ----------------------------------------------------------------------------- growth keeps the function
+# -------------------------------------------------------------------- growth keeps the function
 
 
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
@@ -162,7 +169,7 @@ def test_identity_layer_widths() -> None:
     assert [c.hidden for c in m.critics["listener"]] == [[8, 8, 6]] * 2
 
 
-# ----------------------------------------------------------------------------- targets keep their lag
+# -------------------------------------------------------------------- targets keep their lag
 
 
 @pytest.mark.parametrize("op", [*GROWTH, *SHRINK, "activation"])
@@ -201,7 +208,7 @@ def test_targets_keep_their_lag(op: str, which: str) -> None:
                 assert g.max() > 1e-3  # there was a lag to keep
 
 
-# ----------------------------------------------------------------------------- Adam state
+# -------------------------------------------------------------------- Adam state
 
 
 def adam_snapshot(opt: torch.optim.Optimizer) -> list[dict[str, Any]]:
@@ -218,7 +225,8 @@ def same_state(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def test_adam_state_carried(op: str, algo: str) -> None:
     m = member(algo=algo, hidden=[8, 6], activation="relu")
     agent, which = "speaker", "critic"
-    opts = {(a, w): (m.actor_opts if w == "actor" else m.critic_opts)[a] for a in m.agents for w in M.NETWORKS}
+    opts = {(a, w): (m.actor_opts if w == "actor" else m.critic_opts)[a]
+            for a in m.agents for w in M.NETWORKS}
     snaps = {k: adam_snapshot(o) for k, o in opts.items()}
     old_params = [p for n in M.networks_of(m, agent, which)[0] for p in n.parameters()]
     old_state = {id(p): snaps[(agent, which)][i] for i, p in enumerate(old_params)}
@@ -233,11 +241,13 @@ def test_adam_state_carried(op: str, algo: str) -> None:
         if key != (agent, which):
             now = m.actor_opts[key[0]] if key[1] == "actor" else m.critic_opts[key[0]]
             assert now is opt
-            assert all(same_state(a, b) for a, b in zip(adam_snapshot(now), snaps[key], strict=True))
+            assert all(same_state(a, b)
+                       for a, b in zip(adam_snapshot(now), snaps[key], strict=True))
     opt = m.critic_opts[agent]
     new_nets = M.networks_of(m, agent, which)[0]
     assert opt.param_groups[0]["params"] == [p for n in new_nets for p in n.parameters()]
-    assert {k: v for k, v in opt.param_groups[0].items() if k != "params"} == group_before  # lr etc.
+    assert ({k: v for k, v in opt.param_groups[0].items() if k != "params"}
+            == group_before)  # lr etc.
     carried = fresh = 0
     for old, new, e in zip(old_nets, new_nets, edits, strict=True):
         olds = list(old.parameters())
@@ -250,11 +260,13 @@ def test_adam_state_carried(op: str, algo: str) -> None:
             assert torch.equal(st["step"], was["step"]) and float(st["step"]) == 4
             for k in ("exp_avg", "exp_avg_sq"):
                 expected = was[k] if not plan.index else plan.moment(was[k])
-                assert torch.equal(st[k], expected), k  # untouched: identical; resized: sliced / 0-padded
+                # untouched: identical; resized: sliced / 0-padded
+                assert torch.equal(st[k], expected), k
             carried += 1
     assert carried > 0
     assert fresh == {"add_layer": 2 * len(edits), "remove_layer": 2 * len(edits)}.get(op, 0)
-    # the member still learns, and a learning-rate change still reaches the rebuilt optimizer in place
+    # the member still learns, and a learning-rate change still reaches the rebuilt optimizer in
+    # place
     m.learn(batch_of(m.spec))
     state_obj = opt.state[opt.param_groups[0]["params"][0]]
     m.set_hyperparams(lr_critic=3e-4)
@@ -262,7 +274,7 @@ def test_adam_state_carried(op: str, algo: str) -> None:
     assert opt.state[opt.param_groups[0]["params"][0]] is state_obj
 
 
-# ----------------------------------------------------------------------------- keeps learning
+# -------------------------------------------------------------------- keeps learning
 
 
 def critic_loss(m: MATD3, b: Batch, agent: str) -> float:
@@ -274,14 +286,17 @@ def critic_loss(m: MATD3, b: Batch, agent: str) -> float:
 
 @pytest.mark.parametrize("op", [*GROWTH, *SHRINK, "activation"])
 def test_mutated_member_keeps_training(op: str) -> None:
-    m = member(hidden=[16, 16], steps=0, target_noise=0.0)  # no smoothing noise: a deterministic loss
+    # no smoothing noise: a deterministic loss
+    m = member(hidden=[16, 16], steps=0, target_noise=0.0)
     b = batch_of(m.spec, n=128, seed=3)
     for _ in range(30):
         m.learn(b)
     before = critic_loss(m, b, "listener")
     if op == "activation":
         for which in M.NETWORKS:
-            M.apply_edits(m, "listener", which, [M.set_activation(n, "elu") for n in M.networks_of(m, "listener", which)[0]])
+            M.apply_edits(m, "listener", which,
+                          [M.set_activation(n, "elu")
+                           for n in M.networks_of(m, "listener", which)[0]])
     else:
         force(m, "listener", "critic", op, pick=0, step=8)
         force(m, "listener", "actor", op, pick=1, step=8)
@@ -294,12 +309,14 @@ def test_mutated_member_keeps_training(op: str) -> None:
     assert np.isfinite(losses).all()
     assert after < 0.9 * at_mutation, (before, at_mutation, after)
     assert np.mean(losses[-10:]) < np.mean(losses[:10])
-    moved = [not torch.equal(p, q) for p, q in zip(new_params, (p for c in m.critics["listener"] for p in c.parameters()),
-                                                    strict=True)]
+    moved = [not torch.equal(p, q)
+             for p, q in zip(new_params,
+                             (p for c in m.critics["listener"] for p in c.parameters()),
+                             strict=True)]
     assert all(moved)  # every parameter, new ones included, gets gradient steps
 
 
-# ----------------------------------------------------------------------------- bounds and records
+# -------------------------------------------------------------------- bounds and records
 
 
 def check_member(m: MATD3, sp: ArchSpace, start_inside: bool = True) -> None:
@@ -318,7 +335,8 @@ def check_member(m: MATD3, sp: ArchSpace, start_inside: bool = True) -> None:
 
 
 def test_bounds_never_crossed_over_thousands_of_mutations() -> None:
-    sp = space(min_layers=1, max_layers=3, min_width=2, max_width=12, node_steps=[1, 3, 5], layer_prob=0.4)
+    sp = space(min_layers=1, max_layers=3, min_width=2, max_width=12, node_steps=[1, 3, 5],
+               layer_prob=0.4)
     cfg = mcfg(architecture=0.8, activation=0.2, arch=C.to_dict(sp))
     m = member(hidden=[8], steps=1)
     rng = np.random.default_rng(0)
@@ -334,7 +352,8 @@ def test_bounds_never_crossed_over_thousands_of_mutations() -> None:
             assert rec.before != rec.after
         elif rec.kind == "activation":
             agent = rec.target.split("/")[0]
-            assert (rec.before, rec.after) == (arch[agent]["activation"], m.arch()[agent]["activation"])
+            assert ((rec.before, rec.after)
+                    == (arch[agent]["activation"], m.arch()[agent]["activation"]))
         else:
             assert m.arch() == arch
     assert set(ops) == {"add_node", "remove_node", "add_layer", "remove_layer", "set_activation"}
@@ -363,7 +382,8 @@ def test_growth_at_its_bound_becomes_a_shrink_and_says_so() -> None:
         agent, which, layer = rec.target.split("/")
         assert rec.before == arch[agent][which] == [8, 8] and rec.after == m.arch()[agent][which]
         if "drew add_" in rec.note:
-            assert "became remove_" in rec.note and ("max_layers 2" in rec.note or "max_width 8" in rec.note)
+            assert "became remove_" in rec.note and ("max_layers 2" in rec.note
+                                                     or "max_width 8" in rec.note)
             seen.add("fallback")
         else:
             seen.add("as drawn")
@@ -379,11 +399,14 @@ def test_nothing_applies_is_recorded_as_none() -> None:
     m = member(hidden=[8, 8], steps=1)
     params = [p for n in nets(m).values() for p in n.parameters()]
     for seed in range(10):
-        rec = mutate(_Member(1, 0, m), mcfg(architecture=1.0, arch=C.to_dict(sp)), 0, np.random.default_rng(seed))
+        rec = mutate(_Member(1, 0, m), mcfg(architecture=1.0, arch=C.to_dict(sp)), 0,
+                     np.random.default_rng(seed))
         assert rec.kind == "none" and rec.target == "" and rec.before is None and rec.after is None
         assert "architecture" in rec.note and "no operator applies" in rec.note
-    assert all(p is q for p, q in zip(params, (p for n in nets(m).values() for p in n.parameters()), strict=True))
-    rec = mutate(_Member(1, 0, m), mcfg(activation=1.0, arch={"activations": ["relu"]}), 0, np.random.default_rng(0))
+    assert all(p is q for p, q in zip(params, (p for n in nets(m).values() for p in n.parameters()),
+                                      strict=True))
+    rec = mutate(_Member(1, 0, m), mcfg(activation=1.0, arch={"activations": ["relu"]}), 0,
+                 np.random.default_rng(0))
     assert rec.kind == "none" and "activation" in rec.note
 
 
@@ -403,7 +426,8 @@ def test_clipped_step_is_recorded() -> None:
     sp = space(max_width=10, node_steps=[16], layer_prob=0.0)
     for seed in range(30):
         m = member(hidden=[8], steps=0)
-        rec = mutate(_Member(1, 0, m), mcfg(architecture=1.0, arch=C.to_dict(sp)), 0, np.random.default_rng(seed))
+        rec = mutate(_Member(1, 0, m), mcfg(architecture=1.0, arch=C.to_dict(sp)), 0,
+                     np.random.default_rng(seed))
         if rec.op.startswith("add_node"):
             assert rec.op == "add_node +2 (step 16 clipped at max_width 10)" and rec.after == [10]
             return
@@ -423,11 +447,12 @@ def test_twin_critics_mutate_together() -> None:
         for a in m.agents:
             c0, c1 = m.critics[a]
             assert c0.hidden == c1.hidden
-            assert not all(torch.equal(p, q) for p, q in zip(c0.parameters(), c1.parameters(), strict=True))
+            assert not all(torch.equal(p, q)
+                           for p, q in zip(c0.parameters(), c1.parameters(), strict=True))
     assert len(kinds) >= 3
 
 
-# ----------------------------------------------------------------------------- activation
+# -------------------------------------------------------------------- activation
 
 
 @pytest.mark.parametrize("algo", sorted(ALGOS))
@@ -443,12 +468,13 @@ def test_activation_mutation_changes_one_agents_networks(algo: str) -> None:
     after = outputs(m)
     for k, n in nets(m).items():
         assert n.activation == ("tanh" if k.startswith(agent) else "relu")
-        assert all(torch.equal(p, q) for p, q in zip(before[k], n.parameters(), strict=True))  # weights kept
+        assert all(torch.equal(p, q)
+                   for p, q in zip(before[k], n.parameters(), strict=True))  # weights kept
         assert torch.equal(after[k], outs[k]) != k.startswith(agent)
     assert m.arch()[agent]["activation"] == "tanh"
 
 
-# ----------------------------------------------------------------------------- state, clone, reproducibility
+# -------------------------------------------------------------------- state, clone, reproducibility
 
 
 def mutated_member(algo: str = "matd3", n: int = 12) -> MATD3:
@@ -479,9 +505,11 @@ def test_state_dict_round_trip_after_architecture_changes(algo: str) -> None:
     other = MATD3(m.spec, HP, m.sw, [32], "relu", seed=9)  # another shape: load_state_dict rebuilds
     other.load_state_dict(state)
     assert other.arch() == arch
-    opt_tensors = {id(v) for o in m.critic_opts.values() for st in o.state.values() for v in st.values()}
+    opt_tensors = {id(v) for o in m.critic_opts.values() for st in o.state.values()
+                   for v in st.values()}
+    # loaded by value: stepping one never moves the other
     assert not opt_tensors & {id(v) for o in other.critic_opts.values() for st in o.state.values()
-                              for v in st.values()}  # loaded by value: stepping one never moves the other
+                              for v in st.values()}
     b = batch_of(m.spec, seed=5)
     clone = m.clone(seed=0)
     clone.gen.set_state(m.gen.get_state())
@@ -489,8 +517,8 @@ def test_state_dict_round_trip_after_architecture_changes(algo: str) -> None:
     assert r1 == r2 == r3  # weights, targets, Adam state and counters all came back
     r4 = clone.learn(b)
     assert r4 == r1
-    assert all(p is not q for p, q in zip(clone.actors["speaker"].parameters(), m.actors["speaker"].parameters(),
-                                          strict=True))
+    assert all(p is not q for p, q in zip(clone.actors["speaker"].parameters(),
+                                          m.actors["speaker"].parameters(), strict=True))
 
 
 def test_architecture_mutations_are_reproducible() -> None:
@@ -502,7 +530,7 @@ def test_architecture_mutations_are_reproducible() -> None:
             assert all(torch.equal(sa[k][agent][n], sb[k][agent][n]) for n in sa[k][agent])
 
 
-# ----------------------------------------------------------------------------- config and dispatch
+# -------------------------------------------------------------------- config and dispatch
 
 
 def test_choose_kind_reads_all_five_keys() -> None:
@@ -517,10 +545,11 @@ def test_choose_kind_reads_all_five_keys() -> None:
 
 def test_config_keys_and_validation() -> None:
     keys = {k for k, _, _ in C.describe_keys()}
-    assert {"mutation.none", "mutation.hyperparameters", "mutation.weights", "mutation.architecture",
-            "mutation.activation", "mutation.arch.min_layers", "mutation.arch.max_layers",
-            "mutation.arch.min_width", "mutation.arch.max_width", "mutation.arch.node_steps",
-            "mutation.arch.layer_prob", "mutation.arch.activations"} <= keys
+    assert {"mutation.none", "mutation.hyperparameters", "mutation.weights",
+            "mutation.architecture", "mutation.activation", "mutation.arch.min_layers",
+            "mutation.arch.max_layers", "mutation.arch.min_width", "mutation.arch.max_width",
+            "mutation.arch.node_steps", "mutation.arch.layer_prob",
+            "mutation.arch.activations"} <= keys
     assert set(typing.get_args(C.Activation)) == set(ACTIVATIONS)
     assert C.load([]).mutation.architecture > 0 and C.load([]).mutation.activation > 0
 
@@ -553,12 +582,13 @@ def test_trainer_logs_the_architectures_the_lineage_describes(tmp_path: Path) ->
     from evohpo.trainer import Trainer
 
     cfg = C.load([{
-        "steps": 96, "device": "cpu", "env": {"num_envs": 2, "pool": "sync"}, "population": {"size": 2},
+        "steps": 96, "device": "cpu", "env": {"num_envs": 2, "pool": "sync"},
+        "population": {"size": 2},
         "evolution": {"evo_steps": 16, "learning_delay": 0},
         "algo": {"batch_size": 8, "learn_step": 4, "hidden": [16]}, "eval": {"episodes": 1},
         "buffer": {"capacity": 1000}, "logging": {"console": False},
-        "mutation": {"none": 0, "hyperparameters": 0, "weights": 0, "architecture": 1, "activation": 0,
-                     "bounds": {"batch_size": {"min": 4, "max": 64}}},
+        "mutation": {"none": 0, "hyperparameters": 0, "weights": 0, "architecture": 1,
+                     "activation": 0, "bounds": {"batch_size": {"min": 4, "max": 64}}},
     }])
     log = JsonlLogger(tmp_path)
     t = Trainer(cfg, log)
@@ -574,10 +604,12 @@ def test_trainer_logs_the_architectures_the_lineage_describes(tmp_path: Path) ->
     arch_recs = [r for r in lineage if r["kind"] == "architecture"]
     assert arch_recs and all(r["kind"] in ("birth", "architecture", "elite") for r in lineage)
     assert metrics[-1]["evo/architecture"] >= 0 and "evo/activation" in metrics[-1]
-    for r in arch_recs:  # the child's architecture, logged the next generation, is the record's "after"
+    # the child's architecture, logged the next generation, is the record's "after"
+    for r in arch_recs:
         agent, which, _ = r["target"].split("/")
         nxt = next(m for m in metrics if m["generation"] == r["generation"] + 1)
-        assert nxt[f"member/{r['member_id']}/hidden/{agent}/{which}"] == "-".join(map(str, r["after"]))
+        assert (nxt[f"member/{r['member_id']}/hidden/{agent}/{which}"]
+                == "-".join(map(str, r["after"])))
         assert nxt[f"member/{r['member_id']}/activation/{agent}"] == "relu"
 
 

@@ -37,7 +37,8 @@ def local_ray() -> Any:
 
 
 def ray_cfg(actors: int, **over: Any) -> C.Config:
-    return C.load([TINY, {"steps": 96, "distributed": {"backend": "ray", "num_actors": actors}}, over])
+    return C.load([TINY, {"steps": 96, "distributed": {"backend": "ray", "num_actors": actors}},
+                   over])
 
 
 def run(runtime: type, cfg: C.Config, d: Path) -> tuple[dict[str, Any], list[dict], list[dict]]:
@@ -56,7 +57,8 @@ def test_one_actor_repeats_a_local_run_exactly(tmp_path: Path) -> None:
     cfg = ray_cfg(1)
     _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
     summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
-    assert summary["actors"] == 1 and any(k.endswith("critic_loss") for k in m_ray[-1])  # members learned
+    assert summary["actors"] == 1 and any(k.endswith("critic_loss")
+                                          for k in m_ray[-1])  # members learned
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
 
 
@@ -66,7 +68,8 @@ def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) ->
     cfg = ray_cfg(2, evolution={"learning_delay": 10_000})
     _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
     summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
-    assert summary["actors"] == 2 and summary["shared_bytes"] == 96 * 168  # every row, to the other actor
+    # every row, to the other actor
+    assert summary["actors"] == 2 and summary["shared_bytes"] == 96 * 168
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
 
 
@@ -91,10 +94,13 @@ def test_ray_run_leaves_the_files_and_keys_of_a_local_run_and_resumes_on_either(
         (ml, tl), (mr, tr) = (checkpoint.load(d / "checkpoints" / ckpt) for d in (local, ray_dir))
         assert set(ml) == set(mr) and set(tl) == set(tr)
     _, tensors = checkpoint.load(ray_dir / "checkpoints" / "latest.pt")
-    assert len(tensors["pool"]) == 2 and tensors["buffer"]["size"] == 64  # both actors' envs; every row
+    # both actors' envs; every row
+    assert len(tensors["pool"]) == 2 and tensors["buffer"]["size"] == 64
     # a Ray checkpoint resumes locally, and a local one on Ray
-    assert main(["train", "--resume", str(ray_dir), "--steps", "96", "--quiet", "--backend", "local"]) == 0
-    assert main(["train", "--resume", str(local), "--steps", "96", "--quiet", "--backend", "ray"]) == 0
+    assert main(["train", "--resume", str(ray_dir), "--steps", "96", "--quiet",
+                 "--backend", "local"]) == 0
+    assert main(["train", "--resume", str(local), "--steps", "96", "--quiet",
+                 "--backend", "ray"]) == 0
     for d in (local, ray_dir):
         assert [m["env_steps"] for m in read_jsonl(d / "metrics.jsonl")] == [32, 64, 96]
 
@@ -132,10 +138,12 @@ def test_a_killed_actor_is_recreated_and_the_run_goes_on(tmp_path: Path) -> None
     try:
         summary = trainer.train()
         assert summary["actor_restarts"] == 1
-        metrics, lineage = read_jsonl(tmp_path / "metrics.jsonl"), read_jsonl(tmp_path / "lineage.jsonl")
+        metrics, lineage = (read_jsonl(tmp_path / "metrics.jsonl"),
+                            read_jsonl(tmp_path / "lineage.jsonl"))
         assert [m["env_steps"] for m in metrics] == [32, 64, 96, 128]
         restored = [r for r in lineage if r["kind"] == "restored"]
-        assert len(restored) == 1 and restored[0]["generation"] == 1 and restored[0]["op"] == "actor 1"
+        assert (len(restored) == 1 and restored[0]["generation"] == 1
+                and restored[0]["op"] == "actor 1")
         # the recreated actor got the shared replay copy back from the live one
         sizes = ray.get([a.load_buffer.remote(a.buffer_state.remote()) for a in t.actors])
         assert sizes[0] == sizes[1] > 0
@@ -144,7 +152,8 @@ def test_a_killed_actor_is_recreated_and_the_run_goes_on(tmp_path: Path) -> None
         # a loss beyond distributed.max_actor_restarts stops the run with one clear line
         t.cfg = C.load([C.to_dict(t.cfg), {"distributed": {"max_actor_restarts": 1}}])
         kill_and_wait(t.actors[0])
-        with pytest.raises(ActorLost, match=r"2 actors lost \(distributed.max_actor_restarts is 1\)"):
+        with pytest.raises(ActorLost,
+                           match=r"2 actors lost \(distributed.max_actor_restarts is 1\)"):
             t.call_all("info")
     finally:
         t.close()
@@ -156,9 +165,11 @@ def test_sweep_runs_its_jobs_as_parallel_ray_tasks(tmp_path: Path) -> None:
     spec = {"name": "tiny", "base": "base.yaml", "steps": 32, "seeds": [0, 1]}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     out = tmp_path / "out"
-    assert main(["sweep", str(tmp_path / "s.yaml"), "--out-dir", str(out), "--quiet", "--backend", "ray"]) == 0
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--out-dir", str(out), "--quiet",
+                 "--backend", "ray"]) == 0
     results = read_jsonl(out / "results.jsonl")
-    assert sorted(r["job"] for r in results) == ["default-s0", "default-s1"] and all(r["rc"] == 0 for r in results)
+    assert (sorted(r["job"] for r in results) == ["default-s0", "default-s1"]
+            and all(r["rc"] == 0 for r in results))
     for r in results:
         assert [m["env_steps"] for m in read_jsonl(Path(r["run_dir"]) / "metrics.jsonl")] == [32]
     assert (out / "report.html").is_file()
@@ -167,9 +178,10 @@ def test_sweep_runs_its_jobs_as_parallel_ray_tasks(tmp_path: Path) -> None:
     assert [r["state"] for r in read_jsonl(out / "results.jsonl")[2:]] == ["done", "done"]
 
 
-def test_an_address_where_nothing_listens_is_refused_at_once(tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_address_where_nothing_listens_is_refused_at_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    assert main(["train", "--steps", "32", "--run-dir", str(run), "--ray-address", "127.0.0.1:1"]) == 2
+    assert main(["train", "--steps", "32", "--run-dir", str(run),
+                 "--ray-address", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err
     assert "'distributed.address': nothing answers at '127.0.0.1:1'" in err and not run.exists()

@@ -23,21 +23,23 @@ from evohpo.report import build_report
 from evohpo.report.data import classify, load_run, outcomes
 from tests.test_trainer import TINY, read_jsonl
 
-SECTIONS = ("summary", "fitness", "hyperparameters", "architecture", "training", "lineage", "mutations",
-            "best-config", "config", "system")
+SECTIONS = ("summary", "fitness", "hyperparameters", "architecture", "training", "lineage",
+            "mutations", "best-config", "config", "system")
 ARGS = ["--algo", "matd3", "--env", "simple_speaker_listener", "--quiet", "--steps", "96",
         "--set", "env.pool=sync", "--set", "env.num_envs=4", "--set", "population.size=4",
         "--set", "evolution.evo_steps=4", "--set", "evolution.learning_delay=0",
         "--set", "algo.batch_size=8", "--set", "algo.learn_step=4", "--set", "algo.hidden=[16]",
-        "--set", "eval.episodes=1", "--set", "buffer.capacity=1000", "--set", "env.kwargs.max_cycles=8",
-        "--set", "mutation.none=0.2", "--set", "mutation.hyperparameters=1", "--set", "mutation.weights=0.3",
+        "--set", "eval.episodes=1", "--set", "buffer.capacity=1000",
+        "--set", "env.kwargs.max_cycles=8",
+        "--set", "mutation.none=0.2", "--set", "mutation.hyperparameters=1",
+        "--set", "mutation.weights=0.3",
         "--set", "mutation.architecture=0.5", "--set", "mutation.activation=0.3"]
 
 
 def figures(page: str) -> list[tuple[int, Image.Image]]:
     out = []
-    for points, data in re.findall(r"<figure class='plot' data-points='(\d+)'><img [^>]*src='data:image/png;"
-                                   r"base64,([^']+)'", page):
+    for points, data in re.findall(r"<figure class='plot' data-points='(\d+)'>"
+                                   r"<img [^>]*src='data:image/png;base64,([^']+)'", page):
         out.append((int(points), Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB")))
     return out
 
@@ -55,7 +57,8 @@ def yaml_block(page: str) -> str:
 
 def assert_self_contained(page: str) -> None:
     assert "<script" not in page and "<link" not in page and "@import" not in page
-    assert not re.search(r"""(src|href)=['"](?!data:|#)""", page)  # nothing fetched, only data: and anchors
+    # nothing fetched, only data: and anchors
+    assert not re.search(r"""(src|href)=['"](?!data:|#)""", page)
 
 
 def test_report_of_a_real_tiny_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -69,7 +72,8 @@ def test_report_of_a_real_tiny_run(tmp_path: Path, capsys: pytest.CaptureFixture
     for sid in SECTIONS:
         assert f"<section id='{sid}'>" in page, sid
     figs = figures(page)
-    assert len(figs) >= 6  # fitness, hyperparameters, architecture, activations, training, lineage, mutations
+    # fitness, hyperparameters, architecture, activations, training, lineage, mutations
+    assert len(figs) >= 6
     for points, img in figs:
         assert points > 0 and coloured_pixels(img) > 50
     # the YAML block is a valid config holding the final best member's hyperparameters
@@ -92,7 +96,8 @@ def write_run(path: Path, shift: float = 0.0, seed: int = 0, **cfg_over: Any) ->
     """A hand-made run: 3 members, 4 generations, every kind of record, an unknown hyperparameter
     ('dropout'), an unknown mutation kind ('crossover'); fitness = the numbers below + shift."""
     path.mkdir(parents=True)
-    (path / "config.yaml").write_text(C.dump(C.load([TINY, {"seed": seed, "population": {"size": 3}, "env": {"num_envs": 3}}, cfg_over])))
+    (path / "config.yaml").write_text(C.dump(C.load([TINY, {"seed": seed, "population": {"size": 3},
+                                                            "env": {"num_envs": 3}}, cfg_over])))
     gens = [  # member id: (fitness, lr_actor, dropout, actor layers, activation)
         {0: (-30, 1e-3, 0.1, "64-64", "relu"), 1: (-20, 1e-3, 0.1, "64-64", "relu"),
          2: (-25, 1e-3, 0.1, "64-64", "relu")},
@@ -107,10 +112,12 @@ def write_run(path: Path, shift: float = 0.0, seed: int = 0, **cfg_over: Any) ->
     for g, members in enumerate(gens):
         fit = {i: f + shift for i, (f, *_) in members.items()}
         best = max(fit, key=lambda i: fit[i])
-        row: dict[str, Any] = {"env_steps": 300 * (g + 1), "generation": g, "time/elapsed_s": 10.0 * (g + 1),
+        row: dict[str, Any] = {"env_steps": 300 * (g + 1), "generation": g,
+                               "time/elapsed_s": 10.0 * (g + 1),
                                "train/env_steps_per_s": 30.0, "eval/best_fitness": fit[best],
                                "eval/mean_fitness": float(np.mean(list(fit.values()))),
-                               "eval/best_ever": max(max(r["eval/best_fitness"] for r in rows) if rows else -1e9,
+                               "eval/best_ever": max(max(r["eval/best_fitness"] for r in rows)
+                                                     if rows else -1e9,
                                                      fit[best]),
                                "eval/best_member": best}
         for i, (_, lr, drop, layers, act) in members.items():
@@ -122,17 +129,21 @@ def write_run(path: Path, shift: float = 0.0, seed: int = 0, **cfg_over: Any) ->
         rows.append(row)
 
     def rec(g: int, m: int, p: int | None, kind: str, **kw: Any) -> dict[str, Any]:
-        return {"generation": g, "member_id": m, "parent_id": p, "kind": kind, "target": "", "before": None,
-                "after": None, "op": "", "note": "", **kw}
+        return {"generation": g, "member_id": m, "parent_id": p, "kind": kind, "target": "",
+                "before": None, "after": None, "op": "", "note": "", **kw}
 
-    lineage = [rec(0, 1, None, "elite"), rec(0, 3, 1, "hyperparameters", target="lr_actor", before=1e-3,
-                                             after=1.2e-3, op="*1.2"), rec(0, 4, 2, "crossover", target="x"),
-               rec(1, 3, 1, "elite"), rec(1, 5, 3, "architecture", target="a/actor/layer0", before=[64, 64],
-                                            after=[80, 64], op="add_node +16"),
+    lineage = [rec(0, 1, None, "elite"),
+               rec(0, 3, 1, "hyperparameters", target="lr_actor", before=1e-3, after=1.2e-3,
+                   op="*1.2"),
+               rec(0, 4, 2, "crossover", target="x"),
+               rec(1, 3, 1, "elite"),
+               rec(1, 5, 3, "architecture", target="a/actor/layer0", before=[64, 64],
+                   after=[80, 64], op="add_node +16"),
                rec(1, 6, 1, "hyperparameters", target="dropout", before=0.1, after=0.08, op="*0.8"),
                rec(2, 5, 3, "elite"), rec(2, 7, 5, "none"),
                rec(2, 8, 3, "activation", target="a/actor+critic", before="relu", after="tanh")]
-    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"env_steps": 13')
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows)
+                                        + '{"env_steps": 13')
     (path / "lineage.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lineage))
     return path
 
@@ -142,19 +153,23 @@ def test_known_lineage_outcomes_and_discovered_fields(tmp_path: Path) -> None:
     assert len(run.metrics) == 4
     assert [m.elapsed_s for m in run.members[::3]] == [10, 20, 30, 40]
     f = classify(run)
-    assert f.hyperparameters == ["lr_actor", "dropout"]      # from the config, and from a mutation's target
+    # from the config, and from a mutation's target
+    assert f.hyperparameters == ["lr_actor", "dropout"]
     assert set(f.architecture) == {"params", "hidden/a/actor"} and f.categorical == ["activation/a"]
     assert f.losses == ["critic_loss"]
     best = run.final_best()
     assert (best.id, best.generation, best.made_by) == ("5", 3, "elite")
     chain = [(m.generation, m.id, m.made_by) for m in run.ancestry(best)]
-    assert chain == [(0, "1", "initial"), (1, "3", "hyperparameters"), (2, "5", "architecture"), (3, "5", "elite")]
-    assert {m.id: m.founder for m in run.members if m.generation == 3} == {"5": "1", "7": "1", "8": "1"}
+    assert chain == [(0, "1", "initial"), (1, "3", "hyperparameters"), (2, "5", "architecture"),
+                     (3, "5", "elite")]
+    assert ({m.id: m.founder for m in run.members if m.generation == 3}
+            == {"5": "1", "7": "1", "8": "1"})
     assert [m.selected for m in run.members if m.generation == 0] == [False, True, True]
     assert all(m.selected is None for m in run.members if m.generation == 3)
     got = {(o.kind, o.record["member_id"]): (o.delta, o.selected) for o in outcomes(run)}
-    assert got == {("elite", 1): (2, True), ("hyperparameters", 3): (5, True), ("crossover", 4): (3, False),
-                   ("elite", 3): (1, True), ("architecture", 5): (5, True), ("hyperparameters", 6): (2, False),
+    assert got == {("elite", 1): (2, True), ("hyperparameters", 3): (5, True),
+                   ("crossover", 4): (3, False), ("elite", 3): (1, True),
+                   ("architecture", 5): (5, True), ("hyperparameters", 6): (2, False),
                    ("elite", 5): (1, None), ("none", 7): (0.5, None), ("activation", 8): (2, None)}
 
 
@@ -164,7 +179,8 @@ def test_report_shows_unknown_kinds_and_hyperparameters(tmp_path: Path) -> None:
     assert_self_contained(page)
     for sid in SECTIONS:
         assert f"<section id='{sid}'>" in page
-    mutations = page[page.index("<section id='mutations'>"):page.index("<section id='best-config'>")]
+    mutations = page[page.index("<section id='mutations'>"):
+                     page.index("<section id='best-config'>")]
     for kind in ("crossover", "architecture", "activation", "hyperparameters", "none", "elite"):
         assert f"<td>{kind}</td>" in mutations
     assert "<td>lr_actor up</td>" in mutations and "<td>dropout down</td>" in mutations
@@ -176,12 +192,14 @@ def test_report_shows_unknown_kinds_and_hyperparameters(tmp_path: Path) -> None:
     assert "dropout = 0.1 (no config key holds it)" in yaml_block(page)
 
 
-def test_comparison_of_seeds_and_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_comparison_of_seeds_and_settings(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     fixed = {"mutation": {"none": 1.0, "hyperparameters": 0.0, "weights": 0.0, "architecture": 0.0,
                           "activation": 0.0}}
     runs = [write_run(tmp_path / "sw" / "fixed-s0", 0.0, 0, **fixed),
             write_run(tmp_path / "sw" / "fixed-s1", 1.0, 1, **fixed),
-            write_run(tmp_path / "sw" / "evolved-s0", 5.0, 0), write_run(tmp_path / "sw" / "evolved-s1", 6.0, 1)]
+            write_run(tmp_path / "sw" / "evolved-s0", 5.0, 0),
+            write_run(tmp_path / "sw" / "evolved-s1", 6.0, 1)]
     assert main(["report", *map(str, runs)]) == 0
     out = tmp_path / "sw" / "report.html"   # several runs: in their common directory
     page = out.read_text()
@@ -191,7 +209,8 @@ def test_comparison_of_seeds_and_settings(tmp_path: Path, capsys: pytest.Capture
         assert f"<section id='r{i}'>" in page and f"<section id='r{i}-lineage'>" in page
     comp = page[page.index("<section id='comparison'>"):page.index("<section id='r0'>")]
     assert "At 1,200 env steps" in comp
-    assert "-8.50 ± 0.71 (n=2)" in comp and "-3.50 ± 0.71 (n=2)" in comp   # best fitness: fixed, evolved
+    # best fitness: fixed, evolved
+    assert "-8.50 ± 0.71 (n=2)" in comp and "-3.50 ± 0.71 (n=2)" in comp
     assert "<span class='good'>+5.00</span> ± 0.71 (s.e.)" in comp and "+5.00, +5.00" in comp
     assert "+5.00 ± 0.00 (s.e., n=2)" in comp  # paired by seed: the same +5 for both seeds
     assert "<td>mutation.none</td>" in comp

@@ -23,24 +23,28 @@ def sweep_file(tmp: Path, **over: Any) -> Path:
     base.write_text(yaml.safe_dump({**TINY, "evolution": {"evo_steps": 8, "learning_delay": 0}}))
     spec = {"name": "tiny", "base": "base.yaml", "steps": 48, "seeds": [0, 1],
             "set": {"eval.episodes": 1, "env.kwargs": {"max_cycles": 8}},
-            "variants": {"fixed": FIXED, "evolved": {"mutation": {"none": 0.0, "hyperparameters": 1.0}}}, **over}
+            "variants": {"fixed": FIXED,
+                         "evolved": {"mutation": {"none": 0.0, "hyperparameters": 1.0}}},
+            **over}
     path = tmp / "tiny.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
-def test_sweep_runs_every_job_then_compares_and_reruns_resume(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_sweep_runs_every_job_then_compares_and_reruns_resume(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, out = sweep_file(tmp_path), tmp_path / "out"
     assert main(["sweep", str(path), "--out-dir", str(out), "--quiet"]) == 0
-    names = ["fixed-s0", "evolved-s0", "fixed-s1", "evolved-s1"]  # seed-major: both variants per seed
+    # seed-major: both variants per seed
+    names = ["fixed-s0", "evolved-s0", "fixed-s1", "evolved-s1"]
     assert [r["job"] for r in read_jsonl(out / "results.jsonl")] == names
     for name in names:
         run = out / name
         cfg = C.read_yaml(run / "config.yaml")
         assert cfg["seed"] == int(name[-1]) and cfg["steps"] == 48 and cfg["eval"]["episodes"] == 1
         assert cfg["env"]["kwargs"] == {"max_cycles": 8}
-        assert [m["env_steps"] for m in read_jsonl(run / "metrics.jsonl")] == [16, 32, 48]  # equal env steps
+        assert ([m["env_steps"] for m in read_jsonl(run / "metrics.jsonl")]
+                == [16, 32, 48])  # equal env steps
         kinds = {r["kind"] for r in read_jsonl(run / "lineage.jsonl")}
         assert kinds - {"birth"} == ({"elite", "none"} if name.startswith("fixed")
                                      else {"elite", "hyperparameters"})
@@ -54,7 +58,8 @@ def test_sweep_runs_every_job_then_compares_and_reruns_resume(tmp_path: Path,
     assert [status(j) for j in longer.jobs] == ["resume"] * 4
     res = run_job(longer.jobs[1], quiet=True)
     assert (res["state"], res["rc"]) == ("resume", 0)
-    assert [m["env_steps"] for m in read_jsonl(out / "evolved-s0" / "metrics.jsonl")] == [16, 32, 48, 64]
+    assert ([m["env_steps"] for m in read_jsonl(out / "evolved-s0" / "metrics.jsonl")]
+            == [16, 32, 48, 64])
     # a run directory holding another config is not silently reused
     other = load_sweep(sweep_file(tmp_path, set={"eval.episodes": 2}), out)
     with pytest.raises(C.ConfigError, match="another config"):
@@ -67,7 +72,8 @@ def test_jobs_grid_names_and_wandb_grouping(tmp_path: Path) -> None:
     assert [j.name for j in sw.jobs] == ["fixed-lr_actor=0.001-s3", "fixed-lr_actor=0.0003-s3",
                                          "evolved-lr_actor=0.001-s3", "evolved-lr_actor=0.0003-s3"]
     j = sw.jobs[1]
-    assert j.config["algo"]["lr_actor"] == 0.0003 and j.config["seed"] == 3 and j.config["mutation"]["none"] == 1.0
+    assert (j.config["algo"]["lr_actor"] == 0.0003 and j.config["seed"] == 3
+            and j.config["mutation"]["none"] == 1.0)
     w = j.config["logging"]["wandb"]
     assert (w["mode"], w["group"], w["name"]) == ("offline", "tiny", j.name)
     assert w["tags"] == ["tiny", "fixed", "seed3"]
@@ -76,17 +82,20 @@ def test_jobs_grid_names_and_wandb_grouping(tmp_path: Path) -> None:
 
 
 def test_shipped_sweep_compares_mutation_only(tmp_path: Path) -> None:
-    path = Path(__file__).parent.parent / "configs" / "sweeps" / "evo_vs_fixed_speaker_listener.yaml"
+    path = (Path(__file__).parent.parent / "configs" / "sweeps"
+            / "evo_vs_fixed_speaker_listener.yaml")
     sw = load_sweep(path, tmp_path)
     fixed = [j for j in sw.jobs if j.variant == "fixed"]
     evolved = [j for j in sw.jobs if j.variant == "evolved"]
-    assert len(fixed) == len(evolved) >= 2 and sw.jobs[0].variant == "fixed"  # fixed is the reference
+    # fixed is the reference
+    assert len(fixed) == len(evolved) >= 2 and sw.jobs[0].variant == "fixed"
     for f, e in zip(fixed, evolved, strict=True):
         assert f.seed == e.seed and f.config["steps"] == e.config["steps"]   # equal env steps
         diff = {k for k in f.config if f.config[k] != e.config[k]}
         assert diff == {"mutation"}
         m = f.config["mutation"]
-        assert m["none"] > 0 and m["hyperparameters"] == m["weights"] == m["architecture"] == m["activation"] == 0
+        assert m["none"] > 0 and (m["hyperparameters"] == m["weights"] == m["architecture"]
+                                  == m["activation"] == 0)
         assert e.config["mutation"]["hyperparameters"] > 0
         assert f.config["env"]["name"] == "simple_speaker_listener"
 
@@ -98,8 +107,8 @@ def test_shipped_sweep_compares_mutation_only(tmp_path: Path) -> None:
     ({"base": "nope"}, "presets: "),
     ({"grid": {"algo.tau": []}}, "grid must map"),
 ])
-def test_bad_sweep_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], over: dict,
-                                      message: str) -> None:
+def test_bad_sweep_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      over: dict, message: str) -> None:
     assert main(["sweep", str(sweep_file(tmp_path, **over)), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

@@ -19,8 +19,10 @@ ARGS = ["--algo", "matd3", "--env", "simple_speaker_listener", "--quiet", "--ste
         "--set", "env.pool=sync", "--set", "env.num_envs=4", "--set", "population.size=4",
         "--set", "evolution.evo_steps=4", "--set", "evolution.learning_delay=0",
         "--set", "algo.batch_size=8", "--set", "algo.learn_step=4", "--set", "algo.hidden=[16]",
-        "--set", "eval.episodes=1", "--set", "buffer.capacity=1000", "--set", "env.kwargs.max_cycles=8",
-        "--set", "mutation.none=0.2", "--set", "mutation.hyperparameters=1", "--set", "mutation.architecture=0.5"]
+        "--set", "eval.episodes=1", "--set", "buffer.capacity=1000",
+        "--set", "env.kwargs.max_cycles=8",
+        "--set", "mutation.none=0.2", "--set", "mutation.hyperparameters=1",
+        "--set", "mutation.architecture=0.5"]
 
 
 @pytest.fixture(autouse=True)
@@ -101,8 +103,8 @@ def test_offline_run_holds_generations_lineage_config_and_best(tmp_path: Path) -
                 assert h[k] == pytest.approx(v), k
         ids = {k.split("/")[1] for k in m if k.startswith("member/")}
         for i in ids:  # keyed by member id: fitness, hyperparameters, size, losses
-            for key in ("fitness", "lr_actor", "lr_critic", "batch_size", "learn_step", "tau", "expl_noise",
-                        "params"):
+            for key in ("fitness", "lr_actor", "lr_critic", "batch_size", "learn_step", "tau",
+                        "expl_noise", "params"):
                 assert f"member/{i}/{key}" in h
             assert any(k.startswith(f"member/{i}/hidden/") and k.endswith("/units") for k in h)
         best = str(m["eval/best_member"])
@@ -126,17 +128,20 @@ def test_offline_run_holds_generations_lineage_config_and_best(tmp_path: Path) -
     # the lineage and the members as tables
     tables = {k.split("/")[0]: h for h in w["history"] for k in h if k.endswith("/_type")}
     assert tables["lineage"]["lineage/nrows"] == len(lineage)
-    assert tables["members"]["members/nrows"] == sum(len({k.split("/")[1] for k in m if k.startswith("member/")})
-                                                     for m in metrics)
+    assert tables["members"]["members/nrows"] == sum(
+        len({k.split("/")[1] for k in m if k.startswith("member/")}) for m in metrics)
     want = [(r["generation"], r["member_id"], r["kind"]) for r in lineage]
     table = json.loads((w["dir"] / "files" / tables["lineage"]["lineage/path"]).read_text())
     assert [(row[0], row[1], row[3]) for row in table["data"]] == want
-    # ... and live: the incremental table grew every generation; its parts hold every record, in order
+    # ... and live: the incremental table grew every generation; its parts hold every record, in
+    # order
     parts = [h["lineage_live/path"] for h in w["history"] if "lineage_live/path" in h]
     assert len(parts) >= len(metrics) - 1
-    rows = [row for part in parts for row in json.loads((w["dir"] / "files" / part).read_text())["data"]]
+    rows = [row for part in parts
+            for row in json.loads((w["dir"] / "files" / part).read_text())["data"]]
     assert [(row[0], row[1], row[3]) for row in rows] == want
-    live = [h for h in gens if "lineage_live/nrows" in h]  # logged with the generation that completed them
+    # logged with the generation that completed them
+    live = [h for h in gens if "lineage_live/nrows" in h]
     assert live[0]["lineage_live/nrows"] == len(by_gen_records(lineage, 0))
     # the best member's checkpoint as a model artifact
     (art,) = [a for a in w["artifacts"] if a.type == "model"]
@@ -180,7 +185,8 @@ def test_survivors_per_kind_known_answer(tmp_path: Path) -> None:
     lg = WandbLogger(C.load([TINY]), tmp_path, run=fake)
 
     def gen(g: int, ids: list[int]) -> dict[str, Any]:
-        return {"generation": g, "eval/best_member": ids[0], **{f"member/{i}/fitness": float(i) for i in ids},
+        return {"generation": g, "eval/best_member": ids[0],
+                **{f"member/{i}/fitness": float(i) for i in ids},
                 **{f"member/{i}/hidden/a/actor": "64-32" for i in ids}}
 
     def rec(g: int, mid: int, parent: int | None, kind: str) -> dict[str, Any]:
@@ -195,8 +201,8 @@ def test_survivors_per_kind_known_answer(tmp_path: Path) -> None:
     lg.log(gen(2, [4, 7, 8, 9]), 300)
     lg.lineage([])
     r0, r1, r2 = fake.rows
-    assert (r0["evo/survived"], r0["evo/survived/initial"]) == (2, 2)          # 0 and 2 were chosen
-    assert r1["evo/survived"] == 2                                            # 4 (hyperparameters) and 6 (none)
+    assert (r0["evo/survived"], r0["evo/survived/initial"]) == (2, 2)  # 0 and 2 were chosen
+    assert r1["evo/survived"] == 2  # 4 (hyperparameters) and 6 (none)
     assert {k: v for k, v in r1.items() if k.startswith("evo/survived")} == {
         "evo/survived": 2, "evo/survived/elite": 0, "evo/survived/hyperparameters": 1,
         "evo/survived/weights": 0, "evo/survived/none": 1}
@@ -209,12 +215,14 @@ def test_survivors_per_kind_known_answer(tmp_path: Path) -> None:
     lg.close()  # the lineage (with what followed each record) and the members as tables
     assert fake.exit_code == 0
     lineage, members = fake.rows[-2]["lineage"], fake.rows[-1]["members"]
-    assert [row[3] for row in lineage.data] == ["elite", "hyperparameters", "weights", "none", "elite",
-                                                "architecture", "crossover", "none"]
-    assert lineage.data[1][8:12] == [2.0, 4.0, 2.0, True]  # member 4: parent 2 at 2.0 -> 4.0, kept next
+    assert [row[3] for row in lineage.data] == ["elite", "hyperparameters", "weights", "none",
+                                                "elite", "architecture", "crossover", "none"]
+    # member 4: parent 2 at 2.0 -> 4.0, kept next
+    assert lineage.data[1][8:12] == [2.0, 4.0, 2.0, True]
     assert len(members.data) == 12
-    assert lg.made_by == {"0": "initial", "1": "initial", "2": "elite", "3": "initial", "4": "elite",
-                          "5": "weights", "6": "none", "7": "architecture", "8": "crossover", "9": "none"}
+    assert lg.made_by == {"0": "initial", "1": "initial", "2": "elite", "3": "initial",
+                          "4": "elite", "5": "weights", "6": "none", "7": "architecture",
+                          "8": "crossover", "9": "none"}
 
 
 def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -225,11 +233,14 @@ def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.
         WandbLogger(cfg, tmp_path)
     assert main(["train", *ARGS, "--run-dir", str(tmp_path / "r"), "--wandb"]) == 1
     assert "--wandb offline" in capsys.readouterr().err
-    assert not (tmp_path / "r").exists()  # nothing started: the same command can simply be run again
+    # nothing started: the same command can simply be run again
+    assert not (tmp_path / "r").exists()
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "notes.txt").write_text("mine")
-    assert main(["train", *ARGS, "--run-dir", str(tmp_path / "kept"), "--overwrite", "--wandb"]) == 1
-    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]  # only the run's files go
+    assert main(["train", *ARGS, "--run-dir", str(tmp_path / "kept"), "--overwrite",
+                 "--wandb"]) == 1
+    # only the run's files go
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
 
 
 @pytest.mark.parametrize("env_mode", ["offline", "dryrun", "disabled"])

@@ -47,9 +47,11 @@ class TargetGame(MoverPicker):
 
     def __init__(self, horizon: int = 1, continuous_picker: bool = False):
         super().__init__(
-            {"mover": spaces.Box(-1, 1, (3,), np.float32), "picker": spaces.Box(-1, 1, (2,), np.float32)},
+            {"mover": spaces.Box(-1, 1, (3,), np.float32),
+             "picker": spaces.Box(-1, 1, (2,), np.float32)},
             {"mover": spaces.Box(0, 1, (2,), np.float32),
-             "picker": spaces.Box(0, 1, (4,), np.float32) if continuous_picker else spaces.Discrete(4)})
+             "picker": (spaces.Box(0, 1, (4,), np.float32) if continuous_picker
+                        else spaces.Discrete(4))})
         self.horizon = horizon
 
     def _observe(self) -> dict[str, np.ndarray]:
