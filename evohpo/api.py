@@ -65,7 +65,8 @@ def resolve(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
             steps: int | None = None, seed: int | None = None,
             overrides: Mapping[str, Any] | Sequence[str] = (),
             preset: bool = True) -> tuple[C.Config, list[str]]:
-    """Layers, later wins: defaults < shipped preset < ``config`` < algo/env < overrides < steps/seed.
+    """Layers, later wins: defaults < shipped preset < ``config`` < algo/env < overrides <
+    steps/seed.
 
     The shipped preset for the algo x env pair is the base only when no ``config`` is given.
     ``overrides`` are ``{"algo.lr_actor": 3e-4}`` or ``["algo.lr_actor=3e-4"]``.
@@ -127,7 +128,8 @@ def prepare_run_dir(path: Path, overwrite: bool) -> Path:
         probe.write_text("")
         probe.unlink()
     except OSError as e:
-        raise ConfigError(f"run directory {str(path)!r} is not writable: {e.strerror or e}") from None
+        raise ConfigError(f"run directory {str(path)!r} is not writable: "
+                          f"{e.strerror or e}") from None
     return path
 
 
@@ -148,7 +150,8 @@ def with_settings(cfg: C.Config, backend: str | None = None, address: str | None
     """Where a run trains and logs (not what it is): also allowed on resume."""
     over: dict[str, Any] = {}
     if backend or address:
-        over["distributed"] = {"backend": backend or "ray", **({"address": address} if address else {})}
+        over["distributed"] = {"backend": backend or "ray",
+                               **({"address": address} if address else {})}
     if wandb:
         over["logging"] = {"wandb": {"mode": wandb}}
     return C.load([C.to_dict(cfg), over]) if over else cfg

@@ -23,7 +23,7 @@ class Batch(NamedTuple):
     rewards: dict[str, torch.Tensor]     # [B]
     next_obs: dict[str, torch.Tensor]    # [B, obs_dim] the real next observation
     terminated: dict[str, torch.Tensor]  # [B] 1.0 where the episode terminated (not truncated)
-    alive: dict[str, torch.Tensor]       # [B] 1.0 where the agent acted (agents may leave an episode)
+    alive: dict[str, torch.Tensor]       # [B] 1.0 where the agent acted (agents may leave early)
 
 
 def _blocks(widths: list[int]) -> list[slice]:
@@ -127,7 +127,8 @@ class ReplayBuffer:
 
 
     def state_dict(self) -> dict[str, np.ndarray | int]:
-        """A copy of the filled rows, in their physical order (so a resumed run samples the same)."""
+        """A copy of the filled rows, in their physical order (so a resumed run samples the
+        same)."""
         n = self.size
         state: dict[str, np.ndarray | int] = {k: getattr(self, k)[:n].copy() for k in self.FIELDS}
         state.update(pos=self.pos, size=n, added=self.added, capacity=self.capacity)
@@ -136,7 +137,8 @@ class ReplayBuffer:
     def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
         n, pos = int(state["size"]), int(state["pos"])
         if n > self.capacity:
-            raise ValueError(f"saved buffer holds {n} transitions, more than capacity {self.capacity}")
+            raise ValueError(f"saved buffer holds {n} transitions, more than capacity "
+                             f"{self.capacity}")
         order = np.arange(n)
         if int(state["capacity"]) != self.capacity:
             # another capacity: lay the rows out oldest first, so new rows overwrite the oldest

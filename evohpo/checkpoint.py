@@ -105,7 +105,8 @@ def save(path: Path, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
     """Write atomically: temp file, fsync, rename. On failure the old file is untouched and the
     temp file is gone, whatever the failure (torch's writer raises RuntimeError on a full disk)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    obj = {"format": FORMAT, "version": VERSION, "meta": json.dumps(meta), "tensors": tensorize(tensors)}
+    obj = {"format": FORMAT, "version": VERSION, "meta": json.dumps(meta),
+           "tensors": tensorize(tensors)}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(path)
@@ -133,8 +134,8 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any]
     try:
         obj = torch.load(path, map_location=device, weights_only=True)
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
-        raise CheckpointError(f"checkpoint {str(path)!r} is damaged or truncated and cannot be read "
-                              f"({_first_line(e)})") from None
+        raise CheckpointError(f"checkpoint {str(path)!r} is damaged or truncated and cannot "
+                              f"be read ({_first_line(e)})") from None
     except Exception as e:  # the unpickler refusing a class, etc.
         raise CheckpointError(f"checkpoint {str(path)!r} is not an evohpo checkpoint "
                               f"({_first_line(e)})") from None
@@ -142,8 +143,9 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any]
         raise CheckpointError(f"{str(path)!r} is not an evohpo checkpoint")
     version = obj.get("version")
     if not isinstance(version, int) or version > VERSION:
-        raise CheckpointError(f"checkpoint {str(path)!r} has format version {version}, newer than this "
-                              f"evohpo reads (up to {VERSION}); upgrade evohpo to load it")
+        raise CheckpointError(f"checkpoint {str(path)!r} has format version {version}, newer "
+                              f"than this evohpo reads (up to {VERSION}); upgrade evohpo "
+                              "to load it")
     try:
         meta = json.loads(obj["meta"])
     except (KeyError, TypeError, json.JSONDecodeError):

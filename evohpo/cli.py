@@ -1,4 +1,5 @@
-"""``evohpo train | envs | config``: argument parsing, and errors turned into one line and an exit code."""
+"""``evohpo train | envs | config``: argument parsing, and errors turned into one line and an
+exit code."""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     returns = play.play(cfg, algo, spec, episodes, args.seed)
     agents = play.fitness_agents(cfg.eval.fitness_agents, spec)
     total = play.episode_totals(returns, agents)
-    print(f"member {info.get('id')} of {run_dir} on {cfg.env.name}: {episodes} episodes, seed {args.seed}")
+    print(f"member {info.get('id')} of {run_dir} on {cfg.env.name}: {episodes} episodes, "
+          f"seed {args.seed}")
     for a in spec.agents:
         print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")
     print(f"    {'fitness (' + '+'.join(agents) + ')' if len(agents) < 4 else 'fitness (sum)':<20} "
@@ -86,10 +88,12 @@ def cmd_envs(args: argparse.Namespace) -> int:
         specs = {mode: probe(name, {"continuous_actions": mode == "continuous"})
                  for mode in ("discrete", "continuous")}
         d = specs["discrete"]
-        print(f"{name}  ({MPE2_ENVS[name]}, {len(d.agents)} agents, action modes: discrete, continuous)")
+        print(f"{name}  ({MPE2_ENVS[name]}, {len(d.agents)} agents, "
+              "action modes: discrete, continuous)")
         for a in d.agents:
             s, c = d[a], specs["continuous"][a]
-            print(f"    {a:<18} obs {s.obs_dim:>3}   discrete {s.act_dim}   continuous Box[0,1]^{c.act_dim}")
+            print(f"    {a:<18} obs {s.obs_dim:>3}   discrete {s.act_dim}   "
+                  f"continuous Box[0,1]^{c.act_dim}")
     print("any PettingZoo ParallelEnv: --env package.module:factory (env.kwargs go to the factory)")
     return 0
 
@@ -101,7 +105,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> Parser:
-    p = Parser(prog="evohpo", description="Evolve populations of MADDPG / MATD3 agents on PettingZoo envs.")
+    p = Parser(prog="evohpo",
+               description="Evolve populations of MADDPG / MATD3 agents on PettingZoo envs.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     t = sub.add_parser("train", help="train a population")
     t.add_argument("--algo", help="maddpg or matd3 (default from config: matd3)")
@@ -110,15 +115,19 @@ def build_parser() -> Parser:
     t.add_argument("--steps", type=whole("steps"),
                    help="budget: env steps for the whole population")
     t.add_argument("--seed", type=whole("seed"), help="random seed")
-    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config key (repeatable)")
     t.add_argument("--run-dir", help="run directory (default runs/<env>-<algo>-<timestamp>)")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     t.add_argument("--quiet", action="store_true", help="no progress bar or per-generation lines")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
-    t.add_argument("--backend", choices=["local", "ray"], help="local: this process; ray: members in Ray actors "
-                   "(sets distributed.backend; needs pip install 'evohpo[ray]')")
-    t.add_argument("--ray-address", metavar="HOST:PORT", help="run on this Ray cluster (`ray start --head` "
-                   "prints it); implies --backend ray; sets distributed.address")
+    t.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its last checkpoint")
+    t.add_argument("--backend", choices=["local", "ray"],
+                   help="local: this process; ray: members in Ray actors "
+                        "(sets distributed.backend; needs pip install 'evohpo[ray]')")
+    t.add_argument("--ray-address", metavar="HOST:PORT",
+                   help="run on this Ray cluster (`ray start --head` prints it); "
+                        "implies --backend ray; sets distributed.address")
     t.add_argument("--wandb", nargs="?", action=WandbMode,
                    choices=["online", "offline", "disabled"],
                    help="log to W&B: online (needs `wandb login`) or offline (files in "
@@ -131,9 +140,11 @@ def build_parser() -> Parser:
     ev.add_argument("--episodes", type=whole("eval.episodes"),
                     help="episodes (default: the run's eval.episodes)")
     ev.add_argument("--seed", type=whole("seed"), default=0, help="seed of the evaluation episodes")
-    ev.add_argument("--render", metavar="OUT.gif|human", help="write an animation of one episode, or show it")
+    ev.add_argument("--render", metavar="OUT.gif|human",
+                    help="write an animation of one episode, or show it")
     ev.set_defaults(func=cmd_eval)
-    ex = sub.add_parser("export", help="export a member's actors to run without evohpo (torch.export)")
+    ex = sub.add_parser("export",
+                        help="export a member's actors to run without evohpo (torch.export)")
     ex.add_argument("run", help="run directory")
     ex.add_argument("--out", required=True, help="output directory")
     ex.add_argument("--member", default="best", help="'best' (best ever) or a member id")

@@ -112,7 +112,8 @@ def mutate_hyperparameter(hp: Any, cfg: MutationConfig, rng: np.random.Generator
         if name in INT_HPS:
             new = int(min(max(round(old * factor), math.ceil(b.min)), math.floor(b.max)))
             if new == old and factor != 1.0:  # small ints: move by at least one step
-                new = int(min(max(old + (1 if factor > 1 else -1), math.ceil(b.min)), math.floor(b.max)))
+                new = int(min(max(old + (1 if factor > 1 else -1), math.ceil(b.min)),
+                              math.floor(b.max)))
         if name == "expl_noise" and old == 0.0 and factor > 1:
             new = min(b.max, max(b.min, 0.01))  # a multiplicative step cannot leave zero
         if new != old:
@@ -124,7 +125,8 @@ def mutate_hyperparameter(hp: Any, cfg: MutationConfig, rng: np.random.Generator
 
 def mutate_weights(actors: dict[str, torch.nn.Module], cfg: MutationConfig,
                    gen: torch.Generator) -> dict[str, float]:
-    """Gaussian noise on a random fraction of every actor's weights; returns the L2 change per agent."""
+    """Gaussian noise on a random fraction of every actor's weights; returns the L2 change per
+    agent."""
     change = {}
     with torch.no_grad():
         for agent, net in actors.items():
@@ -132,7 +134,8 @@ def mutate_weights(actors: dict[str, torch.nn.Module], cfg: MutationConfig,
             for p in net.parameters():
                 mask = torch.rand(p.shape, generator=gen, device=p.device) < cfg.weight_fraction
                 scale = p.std() if p.numel() > 1 else p.abs().mean()
-                noise = torch.randn(p.shape, generator=gen, device=p.device) * cfg.weight_noise_std * scale
+                noise = (torch.randn(p.shape, generator=gen, device=p.device)
+                         * cfg.weight_noise_std * scale)
                 delta = noise * mask
                 p.add_(delta)
                 total += float(delta.pow(2).sum())

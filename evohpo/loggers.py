@@ -29,7 +29,8 @@ def _clean(v: Any) -> Any:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and rename: a crash leaves the old file or the new one, never half."""
+    """Write via a temporary file and rename: a crash leaves the old file or the new one, never
+    half."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "w") as f:
         f.write(text)
@@ -54,7 +55,8 @@ def system_info() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:  # the model name is only in /proc on Linux; platform.processor() is often empty there
         with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       cpu)
     except OSError:
         pass
     gpus: list[str] = []
@@ -121,7 +123,8 @@ def summary_line(m: dict[str, Any]) -> str:
     def f(x: Any) -> str:
         return "nan" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.2f}"
 
-    return (f"gen {m['generation']:>4}  steps {m['env_steps']:>10,}  best {f(m['eval/best_fitness'])}  "
+    return (f"gen {m['generation']:>4}  steps {m['env_steps']:>10,}  "
+            f"best {f(m['eval/best_fitness'])}  "
             f"mean {f(m['eval/mean_fitness'])}  best member {m['eval/best_member']}  "
             f"{m['train/env_steps_per_s']:,.0f} steps/s  {m['time/elapsed_s']:.0f}s")
 

@@ -40,7 +40,8 @@ import torch.nn.functional as F
 from torch import nn
 
 LEAKY_SLOPE = 0.01  # nn.LeakyReLU's default negative slope
-# the activations by name, as functions (the forward pass of small nets is call overhead: no modules)
+# the activations by name, as functions (the forward pass of small nets is call overhead:
+# no modules)
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
     "elu": F.elu,
@@ -50,9 +51,10 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "silu": F.silu,
 }
 PAIRED = {"leaky_relu": 1.0 + LEAKY_SLOPE, "gelu": 1.0, "silu": 1.0}  # sigma(x) - sigma(-x) = c * x
-# remove_layer replaces the removed activation by s * x: its slope at 0 (elu, tanh: 1; gelu, silu: 1/2),
-# for leaky_relu the mean of its two slopes, for relu the slope of the side a relu identity layer uses.
-# Each choice makes remove_layer the exact inverse of add_layer for that activation.
+# remove_layer replaces the removed activation by s * x: its slope at 0 (elu, tanh: 1; gelu,
+# silu: 1/2), for leaky_relu the mean of its two slopes, for relu the slope of the side a relu
+# identity layer uses. Each choice makes remove_layer the exact inverse of add_layer for that
+# activation.
 LINEAR_SLOPE = {"relu": 1.0, "elu": 1.0, "tanh": 1.0, "gelu": 0.5, "silu": 0.5,
                 "leaky_relu": (1.0 + LEAKY_SLOPE) / 2}
 
@@ -88,7 +90,8 @@ class MLP(nn.Module):
             self.layers = nn.ModuleList(nn.utils.skip_init(nn.Linear, a, b, device=device)
                                         for a, b in itertools.pairwise(sizes))
         else:
-            self.layers = nn.ModuleList(nn.Linear(a, b, device=device) for a, b in itertools.pairwise(sizes))
+            self.layers = nn.ModuleList(nn.Linear(a, b, device=device)
+                                        for a, b in itertools.pairwise(sizes))
             for layer in self.layers[:-1]:
                 init_linear(layer, gen)  # type: ignore[arg-type]
             # a small output layer: actions start near the middle of their range, Q-values near 0
@@ -129,7 +132,8 @@ class MLP(nn.Module):
         # numpy views share the parameters' memory, so in-place optimizer steps and load_state_dict
         # show through; a parameter given new storage (a device move) rebuilds them
         cache = self.__dict__.get("_np_cache")
-        if cache is not None and all(t.data_ptr() == ptr for t, ptr in zip(cache[0], cache[1], strict=True)):
+        if cache is not None and all(t.data_ptr() == ptr
+                                     for t, ptr in zip(cache[0], cache[1], strict=True)):
             return cache[2]
         linears = [cast(nn.Linear, layer) for layer in self.layers]
         tensors = [t for lin in linears for t in (lin.weight, lin.bias)]
@@ -167,7 +171,8 @@ def numpy_activation(name: str, x: np.ndarray) -> np.ndarray:
     return ACTIVATIONS[name](torch.from_numpy(x)).numpy()  # gelu: erf, which numpy lacks
 
 
-def polyak_update(online: Iterable[torch.Tensor], target: Iterable[torch.Tensor], tau: float) -> None:
+def polyak_update(online: Iterable[torch.Tensor], target: Iterable[torch.Tensor],
+                  tau: float) -> None:
     """target <- target + tau * (online - target), for every pair of tensors at once."""
     with torch.no_grad():
         torch._foreach_lerp_(list(target), list(online), tau)
@@ -228,7 +233,8 @@ def _carry(out: torch.Tensor, old: torch.Tensor, index: tuple[torch.Tensor, ...]
 
 @dataclass
 class Edit:
-    """One structural change of an MLP, replayable on the online net, its target and Adam moments."""
+    """One structural change of an MLP, replayable on the online net, its target and Adam
+    moments."""
 
     op: str                  # what was done, e.g. "add_node +16"
     layer: int               # the hidden layer it concerns (its index after the edit)
@@ -240,7 +246,8 @@ class Edit:
 def apply_edit(net: MLP, edit: Edit) -> MLP:
     old = [p.detach() for p in net.parameters()]
     values = [plan.value(old) for plan in edit.plans]
-    return MLP.from_tensors(net.in_dim, net.out_dim, edit.hidden, edit.activation, values, net.out_scale)
+    return MLP.from_tensors(net.in_dim, net.out_dim, edit.hidden, edit.activation, values,
+                            net.out_scale)
 
 
 def _copy_plans(net: MLP, layers: Iterable[int]) -> list[ParamPlan]:
@@ -248,7 +255,8 @@ def _copy_plans(net: MLP, layers: Iterable[int]) -> list[ParamPlan]:
     sizes = net.sizes()
     out = []
     for i in layers:
-        out += [ParamPlan((sizes[i + 1], sizes[i]), src=2 * i), ParamPlan((sizes[i + 1],), src=2 * i + 1)]
+        out += [ParamPlan((sizes[i + 1], sizes[i]), src=2 * i),
+                ParamPlan((sizes[i + 1],), src=2 * i + 1)]
     return out
 
 
@@ -276,7 +284,8 @@ def add_nodes(net: MLP, layer: int, n: int, gen: torch.Generator) -> Edit:
     b_new = (torch.rand((n,), generator=gen) * 2 - 1) * bound
     rows = _keep(h, h + n)
     plans = _copy_plans(net, range(layer))
-    plans += [ParamPlan((h + n, fan_in), 2 * layer, (rows, _all(fan_in)), torch.cat([torch.zeros(h, fan_in), w_new])),
+    plans += [ParamPlan((h + n, fan_in), 2 * layer, (rows, _all(fan_in)),
+                        torch.cat([torch.zeros(h, fan_in), w_new])),
               ParamPlan((h + n,), 2 * layer + 1, (rows,), torch.cat([torch.zeros(h), b_new])),
               ParamPlan((out, h + n), 2 * layer + 2, (_all(out), rows)),  # zero outgoing weights
               ParamPlan((out,), 2 * layer + 3)]
@@ -305,7 +314,8 @@ def remove_nodes(net: MLP, layer: int, n: int) -> Edit:
 
 
 def identity_width(activation: str, width: int) -> int | None:
-    """Width of an exact identity layer after a hidden layer of ``width`` units (None: impossible)."""
+    """Width of an exact identity layer after a hidden layer of ``width`` units (None:
+    impossible)."""
     if activation in ("relu", "elu"):
         return width
     if activation in PAIRED:
@@ -337,7 +347,8 @@ def add_layer(net: MLP, after: int) -> Edit | None:
         # the next layer's weight is rebuilt (not a slice): its Adam moments start afresh
         next_plans = [ParamPlan((out, m), compute=next_w), ParamPlan((out,), src=2 * nxt + 1)]
     else:
-        shift = 1.0 if act == "elu" else 0.0  # elu's outputs are > -1: +1 puts them where elu(x) = x
+        # elu's outputs are > -1: +1 puts them where elu(x) = x
+        shift = 1.0 if act == "elu" else 0.0
         w_id, b_id = eye, torch.full((h,), shift)
         how = "identity, elu shift +1" if shift else "identity"
 

@@ -26,7 +26,8 @@ MAX_EPISODE_STEPS = 100_000
 
 
 class Policy(Protocol):
-    """Anything that gives actions for a batch of observations (an algorithm, a reference policy)."""
+    """Anything that gives actions for a batch of observations (an algorithm, a reference
+    policy)."""
 
     def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
             ) -> tuple[dict[str, np.ndarray], Any]: ...
@@ -124,7 +125,8 @@ def eval_pool(cfg: Any, spec: EnvSpec, episodes: int) -> VectorPool:
 
 def play(cfg: Any, policy: Lineup | Policy, spec: EnvSpec, episodes: int,
          seed: int) -> dict[str, np.ndarray]:
-    """Per-agent returns of ``episodes`` complete noise-free episodes, as the trainer measures them."""
+    """Per-agent returns of ``episodes`` complete noise-free episodes, as the trainer measures
+    them."""
     pool = eval_pool(cfg, spec, episodes)
     try:
         return episode_returns(policy, pool, seed)

@@ -48,7 +48,8 @@ def load_member(run_dir: Path, which: str = "best",
             for m, st in zip(meta["members"], tensors["members"], strict=True):
                 known.append(m["id"])
                 if m["id"] == wanted and found is None:
-                    found = st, {"id": m["id"], "parent_id": m["parent_id"], "fitness": (m["fitness"] or [None])[-1]}
+                    found = st, {"id": m["id"], "parent_id": m["parent_id"],
+                                 "fitness": (m["fitness"] or [None])[-1]}
         if found is None and best_path.is_file():
             meta, tensors = checkpoint.load(best_path)
             known.append(meta["member"]["id"])
@@ -88,7 +89,8 @@ def make_render_env(env: str, kwargs: dict[str, Any], mode: str) -> Any:
 
 
 def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
-    """Play one episode; write an animated GIF to ``target`` or show it ('human'). Returns frames."""
+    """Play one episode; write an animated GIF to ``target`` or show it ('human'). Returns
+    frames."""
     human = target == "human"
     if human and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         raise ConfigError("--render human needs a display and none is available here; "
@@ -106,7 +108,8 @@ def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
             batch = {a: np.asarray(obs.get(a, np.zeros(algo.spec[a].obs_dim)), np.float32)[None]
                      for a in algo.spec.agents}
             actions, _ = algo.act(batch, None)
-            act = {a: int(actions[a][0, 0]) if algo.spec[a].discrete else actions[a][0] for a in env.agents}
+            act = {a: int(actions[a][0, 0]) if algo.spec[a].discrete else actions[a][0]
+                   for a in env.agents}
             obs, *_ = env.step(act)
             frames.append(env.render()) if not human else env.render()
     finally:
@@ -156,9 +159,10 @@ def export(run_dir: Path, out: Path, which: str = "best") -> list[Path]:
         written.append(path)
         spaces[a] = {"file": path.name,
                      "observation": {"shape": ["B", s.obs_dim], "dtype": "float32 or float64"},
-                     "action": ({"type": "discrete", "n": s.act_dim, "output": "int64 index [B]"} if s.discrete
-                                else {"type": "box", "shape": [s.act_dim], "low": s.low, "high": s.high,
-                                      "output": "float32 [B, dim]"})}
+                     "action": ({"type": "discrete", "n": s.act_dim, "output": "int64 index [B]"}
+                                if s.discrete
+                                else {"type": "box", "shape": [s.act_dim], "low": s.low,
+                                      "high": s.high, "output": "float32 [B, dim]"})}
     note = {"env": cfg.env.name, "env_kwargs": cfg.env.kwargs, "member": info.get("id"),
             "fitness": info.get("fitness"), "agents": spaces,
             "usage": "import torch; policy = torch.export.load('<agent>.pt2').module(); "

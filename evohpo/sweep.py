@@ -4,7 +4,7 @@ A sweep file::
 
     name: evo_vs_fixed            # default: the file's name
     base: matd3_speaker_listener  # a shipped preset (configs/<base>.yaml) or a config file path
-    set: {eval: {episodes: 8}}    # overrides for every job (nested, or dotted keys: eval.episodes: 8)
+    set: {eval: {episodes: 8}}    # overrides for every job (nested, or dotted: eval.episodes: 8)
     steps: 500000                 # env steps per run (every job gets the same budget)
     seeds: [0, 1, 2]
     variants:                     # named overrides; the first is the reference of the comparison
@@ -64,7 +64,8 @@ class Sweep:
 # ----------------------------------------------------------------------------- reading a sweep file
 
 def expand(d: Any, where: str) -> dict[str, Any]:
-    """Nested overrides from a mapping whose keys may be dotted paths ({'a.b': 1} -> {'a': {'b': 1}})."""
+    """Nested overrides from a mapping whose keys may be dotted paths ({'a.b': 1} ->
+    {'a': {'b': 1}})."""
     if d is None:
         return {}
     if not isinstance(d, dict):
@@ -95,8 +96,8 @@ def base_config(base: str | None, sweep_file: Path) -> dict[str, Any]:
         if c.is_file():
             return C.read_yaml(c)
     presets = sorted(q.stem for q in CONFIG_DIR.glob("*.yaml"))
-    raise ConfigError(f"sweep {str(sweep_file)!r}: base {base!r} is neither a config file nor a preset "
-                      f"(presets: {', '.join(presets)})")
+    raise ConfigError(f"sweep {str(sweep_file)!r}: base {base!r} is neither a config file nor "
+                      f"a preset (presets: {', '.join(presets)})")
 
 
 def safe(text: str) -> str:
@@ -109,7 +110,8 @@ def load_sweep(path: Path, out_dir: Path | None = None, steps: int | None = None
     spec = C.read_yaml(path)
     unknown = [k for k in spec if k not in SWEEP_KEYS]
     if unknown:
-        raise ConfigError(f"sweep {str(path)!r}: unknown key {unknown[0]!r}; known: {', '.join(SWEEP_KEYS)}")
+        raise ConfigError(f"sweep {str(path)!r}: unknown key {unknown[0]!r}; known: "
+                          f"{', '.join(SWEEP_KEYS)}")
     name = safe(str(spec.get("name") or path.stem))
     out = Path(out_dir or spec.get("out_dir") or Path("runs") / "sweeps" / name)
     base = base_config(spec.get("base"), path)
@@ -118,13 +120,15 @@ def load_sweep(path: Path, out_dir: Path | None = None, steps: int | None = None
     seed_list = [seed_list] if isinstance(seed_list, int) else seed_list
     if not isinstance(seed_list, list) or not seed_list or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seed_list):
-        raise ConfigError(f"sweep {str(path)!r}: seeds must be a list of whole numbers >= 0, e.g. [0, 1, 2]")
+        raise ConfigError(f"sweep {str(path)!r}: seeds must be a list of whole numbers >= 0, "
+                          "e.g. [0, 1, 2]")
     variants = spec.get("variants") or {"default": {}}
     if not isinstance(variants, dict):
         raise ConfigError(f"sweep {str(path)!r}: variants must map names to config overrides")
     grid = spec.get("grid") or {}
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
-        raise ConfigError(f"sweep {str(path)!r}: grid must map config keys to non-empty lists of values")
+        raise ConfigError(f"sweep {str(path)!r}: grid must map config keys to non-empty lists "
+                          "of values")
     budget = steps if steps is not None else spec.get("steps")
     jobs = []
     # seed-major order: a sweep cut short still holds every variant for the seeds it finished
@@ -132,7 +136,8 @@ def load_sweep(path: Path, out_dir: Path | None = None, steps: int | None = None
             seed_list, variants.items(), itertools.product(*grid.values())):
         tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in zip(grid, point, strict=True))
         jname = safe("-".join(x for x in (str(vname), tag, f"s{seed}") if x))
-        layers = [base, common, expand(over, f"variants.{vname}"), expand(dict(zip(grid, point, strict=True)), "grid"),
+        layers = [base, common, expand(over, f"variants.{vname}"),
+                  expand(dict(zip(grid, point, strict=True)), "grid"),
                   {"seed": seed}, {"steps": budget} if budget is not None else {}]
         try:
             cfg = C.to_dict(C.load(layers))
@@ -145,26 +150,31 @@ def load_sweep(path: Path, out_dir: Path | None = None, steps: int | None = None
             w["group"] = w["group"] or name
             w["name"] = w["name"] or jname
             w["tags"] = list(dict.fromkeys([*w["tags"], name, str(vname), f"seed{seed}"]))
-        jobs.append(Job(jname, str(vname), seed, cfg, out / jname, out / "configs" / f"{jname}.yaml"))
+        jobs.append(Job(jname, str(vname), seed, cfg, out / jname,
+                        out / "configs" / f"{jname}.yaml"))
     names = [j.name for j in jobs]
     if len(set(names)) < len(names):
-        raise ConfigError(f"sweep {str(path)!r}: two jobs would share a run directory; give variants distinct names")
+        raise ConfigError(f"sweep {str(path)!r}: two jobs would share a run directory; "
+                          "give variants distinct names")
     return Sweep(name, path, out, jobs)
 
 
 # ----------------------------------------------------------------------------- running jobs
 
 def status(job: Job) -> str:
-    """new | done | resume | restart (a run directory without a checkpoint) for a job's run directory."""
+    """new | done | resume | restart (a run directory without a checkpoint) for a job's run
+    directory."""
     from evohpo.report.data import read_jsonl
 
     if not (job.run_dir / "config.yaml").is_file():
         return "new"
     have = C.to_dict(C.load([C.read_yaml(job.run_dir / "config.yaml")]))
     strip = ("steps", "logging", "distributed")  # where a run trains does not change what it is
-    if {k: v for k, v in have.items() if k not in strip} != {k: v for k, v in job.config.items() if k not in strip}:
-        raise ConfigError(f"{str(job.run_dir)!r} holds a run with another config than job {job.name}; "
-                          "pass --overwrite to replace it, or --out-dir to run the sweep elsewhere")
+    if ({k: v for k, v in have.items() if k not in strip}
+            != {k: v for k, v in job.config.items() if k not in strip}):
+        raise ConfigError(f"{str(job.run_dir)!r} holds a run with another config than job "
+                          f"{job.name}; pass --overwrite to replace it, or --out-dir to run the "
+                          "sweep elsewhere")
     rows = read_jsonl(job.run_dir / "metrics.jsonl")
     target = job.config["evolution"]["target_fitness"]
     if rows and (rows[-1].get("env_steps", 0) >= job.config["steps"] or
@@ -206,7 +216,8 @@ def run_local(jobs: list[Job], quiet: bool = False, overwrite: bool = False,
     """One job after another in this process; stops at Ctrl-C (the job checkpointed itself)."""
     results = []
     for i, job in enumerate(jobs):
-        print(f"[{i + 1}/{len(jobs)}] {job.name}: {job.config['steps']:,} env steps -> {job.run_dir}", flush=True)
+        print(f"[{i + 1}/{len(jobs)}] {job.name}: {job.config['steps']:,} env steps -> "
+              f"{job.run_dir}", flush=True)
         res = run_job(job, quiet, overwrite)
         results.append(res)
         if on_result:
@@ -239,8 +250,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
     except ValueError:
-        raise ConfigError(f"--seeds {args.seeds!r}: expected whole numbers separated by commas, e.g. 0,1,2") from None
-    sw = load_sweep(Path(args.sweep), Path(args.out_dir) if args.out_dir else None, args.steps, seeds, args.wandb)
+        raise ConfigError(f"--seeds {args.seeds!r}: expected whole numbers separated by commas, "
+                          "e.g. 0,1,2") from None
+    sw = load_sweep(Path(args.sweep), Path(args.out_dir) if args.out_dir else None, args.steps,
+                    seeds, args.wandb)
     if args.dry_run:
         for j in sw.jobs:
             state = status(j) if not args.overwrite else "new"
@@ -263,8 +276,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         log.close()
     failed = [r for r in results if r["rc"] != 0]
     if results and results[-1]["rc"] == 130:
-        print(f"sweep interrupted; run the same command again to continue (finished runs are skipped, "
-              f"{results[-1]['job']} resumes from its checkpoint)")
+        print("sweep interrupted; run the same command again to continue (finished runs are "
+              f"skipped, {results[-1]['job']} resumes from its checkpoint)")
         return 130
     done = [j.run_dir for j in sw.jobs if (j.run_dir / "metrics.jsonl").is_file()
             and (j.run_dir / "metrics.jsonl").stat().st_size]
@@ -279,9 +292,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    s = sub.add_parser("sweep", help="run a grid of configs x seeds, then write their comparison report")
+    s = sub.add_parser("sweep",
+                       help="run a grid of configs x seeds, then write their comparison report")
     s.add_argument("sweep", metavar="SWEEP.yaml", help="sweep file (see configs/sweeps/)")
-    s.add_argument("--out-dir", help="where the runs go (default: the file's out_dir, else runs/sweeps/NAME)")
+    s.add_argument("--out-dir",
+                   help="where the runs go (default: the file's out_dir, else runs/sweeps/NAME)")
     s.add_argument("--steps", type=whole("steps"),
                    help="env steps per run (overrides the sweep file)")
     s.add_argument("--seeds", help="comma-separated seeds (overrides the sweep file), e.g. 0,1")
@@ -289,10 +304,14 @@ def add_parser(sub: Any) -> None:
                    choices=["online", "offline", "disabled"],
                    help="log every run to W&B (grouped by sweep): online or offline (bare: online, "
                         "unless WANDB_MODE says offline or disabled)")
-    s.add_argument("--overwrite", action="store_true", help="start every run afresh, replacing existing ones")
+    s.add_argument("--overwrite", action="store_true",
+                   help="start every run afresh, replacing existing ones")
     s.add_argument("--quiet", action="store_true", help="no progress bar or per-generation lines")
-    s.add_argument("--dry-run", action="store_true", help="list the jobs and their state; run nothing")
-    s.add_argument("--backend", choices=["local", "ray"], help="local: one job after another; ray: jobs as "
-                   "parallel Ray tasks (default: ray if every job's distributed.backend is ray)")
-    s.add_argument("--ray-address", metavar="HOST:PORT", help="run the jobs on this Ray cluster (implies ray)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="list the jobs and their state; run nothing")
+    s.add_argument("--backend", choices=["local", "ray"],
+                   help="local: one job after another; ray: jobs as parallel Ray tasks "
+                        "(default: ray if every job's distributed.backend is ray)")
+    s.add_argument("--ray-address", metavar="HOST:PORT",
+                   help="run the jobs on this Ray cluster (implies ray)")
     s.set_defaults(func=cmd_sweep)

@@ -1,4 +1,5 @@
-"""The training loop: collect a window -> play and score -> select and mutate -> place -> log -> checkpoint.
+"""The training loop: collect a window -> play and score -> select and mutate -> place -> log ->
+checkpoint.
 
 The loop decides *when* things happen; the runtime (:mod:`evohpo.runtime`) decides *how* they
 run: locally (one pool, one replay memory) or on Ray (member groups in actors). Scoring is
@@ -276,7 +277,8 @@ class Trainer:
     # ----------------------------------------------------------------------------- the end
     def elapsed(self, now: float | None = None) -> float:
         """Wall seconds of the whole run, the sessions before a resume included."""
-        return self.state.elapsed_before + (time.perf_counter() if now is None else now) - self.start
+        return (self.state.elapsed_before + (time.perf_counter() if now is None else now)
+                - self.start)
 
     def summary(self) -> dict[str, Any]:
         m, s = self.last_metrics, self.state

@@ -31,9 +31,10 @@ from evohpo.loggers import Logger
 
 MEMBER_KEY = re.compile(r"member/([^/]+)/(.+)")
 LAYERS = re.compile(r"\d+(-\d+)*")          # a hidden-layer spec such as "64-64"
-ID_FILE = "evohpo-run-id"                   # in <run dir>/wandb: a resumed run continues this W&B run
-LINEAGE_COLUMNS: list[Any] = ["generation", "member_id", "parent_id", "kind", "target", "op", "before", "after",
-                              "parent_fitness", "fitness_next", "delta", "selected_next", "note"]
+ID_FILE = "evohpo-run-id"                   # in <run dir>/wandb: resumed runs continue this W&B run
+LINEAGE_COLUMNS: list[Any] = ["generation", "member_id", "parent_id", "kind", "target", "op",
+                              "before", "after", "parent_fitness", "fitness_next", "delta",
+                              "selected_next", "note"]
 
 
 class WandbError(EvohpoError):
@@ -63,7 +64,8 @@ def chartable(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def member_fields(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """{member id: {field: value}} from ``member/<id>/<field>`` keys, in the order logged (= slots)."""
+    """{member id: {field: value}} from ``member/<id>/<field>`` keys, in the order logged
+    (= slots)."""
     out: dict[str, dict[str, Any]] = {}
     for k, v in metrics.items():
         m = MEMBER_KEY.fullmatch(k)
@@ -92,9 +94,9 @@ def start_run(cfg: Config, run_dir: Path, resume: bool) -> Any:
     run_id = id_file.read_text().strip() if resume and id_file.is_file() else None
     try:
         run = wandb.init(
-            mode=w.mode, project=w.project, entity=w.entity, group=w.group, tags=list(w.tags) or None,
-            name=w.name or run_dir.resolve().name, dir=str(run_dir), config=to_dict(cfg),
-            id=run_id, resume="allow" if run_id else None, job_type="train")
+            mode=w.mode, project=w.project, entity=w.entity, group=w.group,
+            tags=list(w.tags) or None, name=w.name or run_dir.resolve().name, dir=str(run_dir),
+            config=to_dict(cfg), id=run_id, resume="allow" if run_id else None, job_type="train")
     except wandb.errors.Error as e:
         hint = (" Log in with `wandb login` (or set WANDB_API_KEY), or run without an account: "
                 "--wandb offline." if w.mode == "online" else "")
@@ -108,7 +110,8 @@ def start_run(cfg: Config, run_dir: Path, resume: bool) -> Any:
 
 class WandbLogger(Logger):
     def __init__(self, cfg: Config, run_dir: Path, resume: bool = False, run: Any = None):
-        """``run``: something with ``log(dict)`` and ``finish(exit_code=)`` instead of a W&B run (tests)."""
+        """``run``: something with ``log(dict)`` and ``finish(exit_code=)`` instead of a W&B run
+        (tests)."""
         import wandb
 
         self.cfg, self.run_dir = cfg, run_dir
@@ -124,7 +127,8 @@ class WandbLogger(Logger):
         self.replaying = False
         self.generation = -1
         # the lineage while the run runs: each generation logs only its new rows
-        self.live = wandb.Table(columns=LINEAGE_COLUMNS, log_mode="INCREMENTAL", allow_mixed_types=True)
+        self.live = wandb.Table(columns=LINEAGE_COLUMNS, log_mode="INCREMENTAL",
+                                allow_mixed_types=True)
         self.added = 0                                   # records already in the live table
         if resume:
             self.replay()
@@ -147,7 +151,8 @@ class WandbLogger(Logger):
         finally:
             self.replaying = False
         # the earlier session put its records in the live table when it closed
-        self.live = wandb.Table(columns=LINEAGE_COLUMNS, log_mode="INCREMENTAL", allow_mixed_types=True)
+        self.live = wandb.Table(columns=LINEAGE_COLUMNS, log_mode="INCREMENTAL",
+                                allow_mixed_types=True)
         self.added = len(self.records)
 
     # ----------------------------------------------------------------------------- per generation
@@ -161,7 +166,8 @@ class WandbLogger(Logger):
             self.made_by.setdefault(mid, "initial")
             if is_number(fields.get("fitness")):
                 self.fitness[(gen, mid)] = float(fields["fitness"])
-            row = {"generation": gen, "env_steps": step, "member": mid, "made_by": self.made_by[mid], **fields}
+            row = {"generation": gen, "env_steps": step, "member": mid,
+                   "made_by": self.made_by[mid], **fields}
             for k in row:
                 if k not in self.row_keys:
                     self.row_keys.append(k)
@@ -175,7 +181,8 @@ class WandbLogger(Logger):
 
     def lineage(self, records: list[dict[str, Any]]) -> None:
         if self.pending is not None and records:
-            chosen = {str(r["member_id"] if r["kind"] == "elite" else r["parent_id"]) for r in records}
+            chosen = {str(r["member_id"] if r["kind"] == "elite" else r["parent_id"])
+                      for r in records}
             counts: dict[str, int] = {}
             for mid in self.members:
                 kind = self.made_by[mid]
@@ -187,7 +194,8 @@ class WandbLogger(Logger):
             for kind, n in counts.items():
                 self.pending[f"evo/survived/{kind}"] = n
             for r in records:  # a kind the trainer does not count yet still shows
-                self.pending.setdefault(f"evo/{r['kind']}", sum(x["kind"] == r["kind"] for x in records))
+                self.pending.setdefault(f"evo/{r['kind']}",
+                                        sum(x["kind"] == r["kind"] for x in records))
         for r in records:
             self.made_by[str(r["member_id"])] = r["kind"]
         self.records.extend(records)
@@ -208,13 +216,15 @@ class WandbLogger(Logger):
         parent = mid if r["kind"] == "elite" else str(r["parent_id"])
         before, after = self.fitness.get((g, parent)), self.fitness.get((g + 1, mid))
         delta = after - before if before is not None and after is not None else None
-        return [cell(v) for v in (g, r["member_id"], r.get("parent_id"), r["kind"], r.get("target"), r.get("op"),
-                                  r.get("before"), r.get("after"), before, after, delta,
-                                  self.selected.get((g + 1, mid)), r.get("note"))]
+        return [cell(v) for v in (g, r["member_id"], r.get("parent_id"), r["kind"],
+                                  r.get("target"), r.get("op"), r.get("before"), r.get("after"),
+                                  before, after, delta, self.selected.get((g + 1, mid)),
+                                  r.get("note"))]
 
     def _add_live_rows(self, upto: int | None) -> bool:
         """Put the records made before generation ``upto`` (all: None) into the live table."""
-        fresh = [r for r in self.records[self.added:] if upto is None or int(r["generation"]) < upto]
+        fresh = [r for r in self.records[self.added:]
+                 if upto is None or int(r["generation"]) < upto]
         for r in fresh:
             self.live.add_data(*self.lineage_row(r))
         self.added += len(fresh)
@@ -233,14 +243,17 @@ class WandbLogger(Logger):
         try:
             if self._add_live_rows(None):  # the last selection's records: nothing followed them
                 self.run.log({"lineage_live": self.live})
-            if self.records:  # the whole lineage in one table (the live one needs W&B server >= 0.70)
+            # the whole lineage in one table (the live one needs W&B server >= 0.70)
+            if self.records:
                 rows = [self.lineage_row(r) for r in self.records]
-                self.run.log({"lineage": wandb.Table(columns=LINEAGE_COLUMNS, data=rows, allow_mixed_types=True)})
+                self.run.log({"lineage": wandb.Table(columns=LINEAGE_COLUMNS, data=rows,
+                                                     allow_mixed_types=True)})
             if self.rows:
                 width = len(self.row_keys)
                 rows = [r + [None] * (width - len(r)) for r in self.rows]
                 cols: list[Any] = list(self.row_keys)
-                self.run.log({"members": wandb.Table(columns=cols, data=rows, allow_mixed_types=True)})
+                self.run.log({"members": wandb.Table(columns=cols, data=rows,
+                                                     allow_mixed_types=True)})
             best = self.run_dir / "checkpoints" / "best.pt"
             if self.cfg.logging.wandb.checkpoint and best.is_file():
                 self.run.log_artifact(self.best_artifact(best), aliases=["best"])
@@ -255,10 +268,12 @@ class WandbLogger(Logger):
         meta, _ = checkpoint.load(path)
         member = meta.get("member", {})
         art = wandb.Artifact(f"best-{self.run.id}", type="model", metadata={
-            "member": member.get("id"), "fitness": member.get("fitness"), "generation": meta.get("generation"),
-            "env_steps": meta.get("env_steps"), "hyperparams": member.get("hyperparams"),
-            "arch": member.get("arch"), "per_agent": member.get("per_agent")},
-            description=f"best member ever seen in {self.run_dir.name}; load with `evohpo eval RUN_DIR`")
+            "member": member.get("id"), "fitness": member.get("fitness"),
+            "generation": meta.get("generation"), "env_steps": meta.get("env_steps"),
+            "hyperparams": member.get("hyperparams"), "arch": member.get("arch"),
+            "per_agent": member.get("per_agent")},
+            description=f"best member ever seen in {self.run_dir.name}; "
+                        "load with `evohpo eval RUN_DIR`")
         # immutable: the file is final now; W&B references it instead of copying it to its cache
         art.add_file(str(path), name="best.pt", policy="immutable")
         return art

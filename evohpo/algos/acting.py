@@ -71,7 +71,8 @@ class PopulationActor:
             done: np.ndarray | None = None) -> Actions:
         n = next(iter(obs.values())).shape[0]
         k = n // len(algos)
-        parts = [Part(algo, rng, slice(j * k, (j + 1) * k), None if done is None else done[j * k:(j + 1) * k])
+        parts = [Part(algo, rng, slice(j * k, (j + 1) * k),
+                      None if done is None else done[j * k:(j + 1) * k])
                  for j, (algo, rng) in enumerate(zip(algos, rngs, strict=True))]
         return explore(self.spec, self.outputs(algos, obs, k), parts)
 
@@ -110,7 +111,7 @@ class PopulationActor:
         by_shape: dict[tuple[tuple[int, ...], str], list[int]] = {}
         for j, net in enumerate(nets):
             by_shape.setdefault((tuple(net.sizes()), net.activation), []).append(j)
-        groups = [(_Stack([nets[j] for j in js], [algos[j] for j in js]) if len(js) > 1 else None, js)
-                  for js in by_shape.values()]
+        groups = [(_Stack([nets[j] for j in js], [algos[j] for j in js]) if len(js) > 1
+                   else None, js) for js in by_shape.values()]
         self._groups[agent] = (nets, groups)  # holds the networks: their ids stay theirs
         return groups

@@ -43,7 +43,8 @@ def _fused_options(opt: torch.optim.Optimizer) -> tuple[Any, ...] | None:
     if type(opt) is not _ADAM or len(opt.param_groups) != 1:
         return None
     g = opt.param_groups[0]
-    if not g.get("fused") or g["amsgrad"] or g["maximize"] or g["differentiable"] or g.get("decoupled_weight_decay"):
+    if (not g.get("fused") or g["amsgrad"] or g["maximize"] or g["differentiable"]
+            or g.get("decoupled_weight_decay")):
         return None
     lr = g["lr"]
     if isinstance(lr, torch.Tensor):
@@ -66,7 +67,8 @@ def step(opts: Sequence[torch.optim.Optimizer], grads: Sequence[torch.Tensor | N
         params = opt.param_groups[0]["params"]
         gs, at = grads[at:at + len(params)], at + len(params)
         options = _fused_options(opt)
-        complete = all(g is not None for g in gs) and all(len(opt.state.get(p, ())) > 0 for p in params)
+        complete = (all(g is not None for g in gs)
+                    and all(len(opt.state.get(p, ())) > 0 for p in params))
         if max_norm is not None:
             present = [g for g in gs if g is not None]
             if present:
@@ -89,5 +91,6 @@ def step(opts: Sequence[torch.optim.Optimizer], grads: Sequence[torch.Tensor | N
     with torch.no_grad():
         for (lr, beta1, beta2, wd, eps, _), (ps, grad_list, m1, m2, steps) in fused.items():
             torch._foreach_add_(steps, 1)
-            torch._fused_adam_(ps, grad_list, m1, m2, [], steps, amsgrad=False, lr=lr, beta1=beta1, beta2=beta2,
-                               weight_decay=wd, eps=eps, maximize=False, grad_scale=None, found_inf=None)
+            torch._fused_adam_(ps, grad_list, m1, m2, [], steps, amsgrad=False, lr=lr,
+                               beta1=beta1, beta2=beta2, weight_decay=wd, eps=eps,
+                               maximize=False, grad_scale=None, found_inf=None)

@@ -46,7 +46,8 @@ def require_ray() -> ModuleType:
     try:
         import ray
     except ImportError:
-        raise ConfigError(f"config key 'distributed.backend': 'ray' asked for, but {INSTALL}") from None
+        raise ConfigError("config key 'distributed.backend': 'ray' asked for, but "
+                          f"{INSTALL}") from None
     return ray
 
 
@@ -66,18 +67,18 @@ def connect(address: str | None) -> bool:
     try:
         ray.init(**kwargs)
     except ConnectionError as e:
-        raise ConfigError(f"config key 'distributed.address': cannot connect to a Ray cluster at {address!r} "
-                          f"({e}); start one with `ray start --head`, or leave the address null for a local "
-                          "instance") from None
+        raise ConfigError("config key 'distributed.address': cannot connect to a Ray cluster at "
+                          f"{address!r} ({e}); start one with `ray start --head`, or leave the "
+                          "address null for a local instance") from None
     return True
 
 
 def check_address(address: str | None) -> None:
     """A ConfigError now if nothing listens at ``address`` (ray.init would retry for minutes)."""
     if address and reachable(address) is False:
-        raise ConfigError(f"config key 'distributed.address': nothing answers at {address!r}; start the head node "
-                          "with `ray start --head` and pass the address it prints, or leave the address null "
-                          "for a local instance")
+        raise ConfigError(f"config key 'distributed.address': nothing answers at {address!r}; "
+                          "start the head node with `ray start --head` and pass the address it "
+                          "prints, or leave the address null for a local instance")
 
 
 def reachable(address: str, timeout: float = 5.0) -> bool | None:
@@ -110,18 +111,21 @@ def resolve_resources(cfg: Any, resources: dict[str, float]) -> tuple[int, float
     if d.num_actors:
         if not fits(d.num_actors):
             raise ConfigError(
-                f"config key 'distributed.num_actors': {d.num_actors} actors x {d.cpus_per_actor:g} CPUs"
-                f"{f' x {ask:g} GPUs' if ask else ''} do not fit {have}; lower distributed.num_actors, "
-                "distributed.cpus_per_actor or distributed.gpus_per_actor, or add nodes")
+                f"config key 'distributed.num_actors': {d.num_actors} actors x "
+                f"{d.cpus_per_actor:g} CPUs{f' x {ask:g} GPUs' if ask else ''} do not fit "
+                f"{have}; lower distributed.num_actors, distributed.cpus_per_actor or "
+                "distributed.gpus_per_actor, or add nodes")
         n = d.num_actors
     else:
-        fitting = [k for k in range(1, cfg.population.size + 1) if cfg.population.size % k == 0 and fits(k)]
+        fitting = [k for k in range(1, cfg.population.size + 1)
+                   if cfg.population.size % k == 0 and fits(k)]
         if not fitting:
-            raise ConfigError(f"config key 'distributed.cpus_per_actor': one actor ({d.cpus_per_actor:g} CPUs, "
-                              f"{ask:g} GPUs) does not fit {have}")
+            raise ConfigError("config key 'distributed.cpus_per_actor': one actor "
+                              f"({d.cpus_per_actor:g} CPUs, {ask:g} GPUs) does not fit {have}")
         n = max(fitting)
     if d.gpus_per_actor is None:  # Ray takes fractions in steps of 0.0001
-        ask = math.floor(min(1.0, gpus / n) * 10_000) / 10_000 if gpus and cfg.device != "cpu" else 0.0
+        ask = (math.floor(min(1.0, gpus / n) * 10_000) / 10_000
+               if gpus and cfg.device != "cpu" else 0.0)
     if cfg.device.startswith("cuda") and ask == 0:
         raise ConfigError(f"config key 'device': {cfg.device!r}, but {have} gives the actors no GPU"
                           f"{'; set distributed.gpus_per_actor (e.g. 0.5)' if gpus else ''}")

@@ -59,8 +59,8 @@ class RayRuntime(Runtime):
         self.ray = require_ray()
         d = cfg.distributed
         if cfg.device.startswith("cuda:"):
-            raise ConfigError(f"config key 'device': {cfg.device!r} names a GPU, but Ray gives each "
-                              "actor its own share of a GPU; use 'auto' or 'cuda' with "
+            raise ConfigError(f"config key 'device': {cfg.device!r} names a GPU, but Ray gives "
+                              "each actor its own share of a GPU; use 'auto' or 'cuda' with "
                               "distributed.gpus_per_actor")
         super().__init__(cfg, spec, log, pool_seed, fitness_agents, run_dir)
         self.device = torch.device("cpu")  # the driver only selects, mutates and saves members
@@ -153,7 +153,8 @@ class RayRuntime(Runtime):
 
     def collect(self, n: int, env_steps: int, generation: int,
                 stop: Callable[[], bool] = lambda: False) -> int:
-        """Every actor runs ``n`` vector steps (a window is never cut), then the experience is shared."""
+        """Every actor runs ``n`` vector steps (a window is never cut), then the experience is
+        shared."""
         self.generation = generation
         self.sync_members()
         t0 = time.perf_counter()
@@ -185,11 +186,13 @@ class RayRuntime(Runtime):
         return [a.run.options(num_returns=2).remote(n, share, self.restarts) for a in self.actors]
 
     def absorb(self, g: int, report: dict[str, Any]) -> None:
-        """Take an actor's window into the driver's books: its members' states and its statistics."""
+        """Take an actor's window into the driver's books: its members' states and its
+        statistics."""
         for j, st in zip(self.slots(g), report["members"], strict=True):
             m = self.members[j]
             algo = st["algo"]
-            if not generator_fits(algo["gen"], m.algo.device):  # a GPU actor's stream: kept for it as is
+            # a GPU actor's stream: kept for it as is
+            if not generator_fits(algo["gen"], m.algo.device):
                 self.device_gens[m.id] = algo["gen"]
                 algo = {**algo, "gen": m.algo.gen.get_state()}
             m.algo.load_state_dict(algo)
@@ -210,22 +213,27 @@ class RayRuntime(Runtime):
         self.done[e], self.ep_return[e] = report["done"], report["ep_return"]
 
     def share(self, rows: list[Any], live: list[int]) -> None:
-        """Every live actor appends the other live actors' new rows (actor to actor, by reference)."""
+        """Every live actor appends the other live actors' new rows (actor to actor, by
+        reference)."""
         if len(live) < 2:
             return
-        refs = {g: self.actors[g].receive.remote(*[r for h, r in zip(live, rows, strict=True) if h != g])
+        refs = {g: self.actors[g].receive.remote(*[r for h, r in zip(live, rows, strict=True)
+                                                   if h != g])
                 for g in live}
         for g, ref in refs.items():
             try:
                 self.shared_bytes += self.get(ref) * self.row_bytes
             except self.ray.exceptions.RayActorError as e:
                 self.recover(g, e)
-            except self.ray.exceptions.RayError as e:  # rows lost with a node: this window's share of them
-                self.log.message(f"ray: actor {g} lacks some of this window's experience ({first_line(e)})")
+            except self.ray.exceptions.RayError as e:
+                # rows lost with a node: this window's share of them
+                self.log.message(f"ray: actor {g} lacks some of this window's experience "
+                                 f"({first_line(e)})")
 
-    # ----------------------------------------------------------------------------- members and state
+    # ------------------------------------------------------------------------- members and state
     def sync_members(self) -> None:
-        """Send every slot whose member changed (a clone, a moved elite, a resumed run) to its actor."""
+        """Send every slot whose member changed (a clone, a moved elite, a resumed run) to its
+        actor."""
         changes = {g: {j - g * self.per_actor: self.member_state(self.members[j])
                        for j in self.slots(g) if self.members[j] is not self.placed[j]}
                    for g in range(self.num_actors)}
@@ -247,7 +255,8 @@ class RayRuntime(Runtime):
     def push_loop(self) -> None:
         """The per-env loop state (episode done, return so far) to the actors (a resumed run's)."""
         e = self.envs_per_actor
-        self.call_all("set_loop", lambda g: (self.done[g * e:(g + 1) * e], self.ep_return[g * e:(g + 1) * e]))
+        self.call_all("set_loop", lambda g: (self.done[g * e:(g + 1) * e],
+                                             self.ep_return[g * e:(g + 1) * e]))
 
     def evaluate(self, seed: int) -> list[Score]:
         """Every actor evaluates its members at once, on episodes of the same seed."""
@@ -263,7 +272,8 @@ class RayRuntime(Runtime):
     # ----------------------------------------------------------------------------- state
     def reset_envs(self, seed: int | None) -> dict[str, np.ndarray]:
         e = self.envs_per_actor  # env i of the pool gets seed + i, as in a local pool
-        self.obs = self._obs(self.call_all("reset", lambda g: (None if seed is None else seed + g * e,)))
+        self.obs = self._obs(self.call_all("reset",
+                                           lambda g: (None if seed is None else seed + g * e,)))
         return self.obs
 
     def pool_states(self) -> list[dict[str, Any]]:
@@ -296,10 +306,10 @@ class RayRuntime(Runtime):
         why = first_line(error)
         if self.actor_restarts > limit:
             raise ActorLost(f"ray actor {g} was lost ({why}); {self.actor_restarts} actors lost "
-                            f"(distributed.max_actor_restarts is {limit}); stopping. The last checkpoint is "
-                            "kept: resume with evohpo train --resume") from None
-        self.log.message(f"ray: actor {g} was lost ({why}); recreating it and restoring its members "
-                         f"({self.actor_restarts}/{limit})")
+                            f"(distributed.max_actor_restarts is {limit}); stopping. The last "
+                            "checkpoint is kept: resume with evohpo train --resume") from None
+        self.log.message(f"ray: actor {g} was lost ({why}); recreating it and restoring its "
+                         f"members ({self.actor_restarts}/{limit})")
         with contextlib.suppress(Exception):
             self.ray.kill(self.actors[g])
         self.actors[g] = self.spawn(g)
@@ -308,7 +318,8 @@ class RayRuntime(Runtime):
         self.sync_members_of(g)
         self.restore_replay(g)
         e = slice(g * self.envs_per_actor, (g + 1) * self.envs_per_actor)
-        seed = int(np.random.SeedSequence([self.pool_seed, 1_000 + self.actor_restarts]).generate_state(1)[0])
+        seed = int(np.random.SeedSequence([self.pool_seed, 1_000 + self.actor_restarts])
+                   .generate_state(1)[0])
         obs = self.get(self.actors[g].reset.remote(seed))
         if self.obs is not None:
             for a, o in obs.items():
@@ -317,20 +328,23 @@ class RayRuntime(Runtime):
         self.done[e] = True      # and exploration noise restarts with the new episodes
         self.get(self.actors[g].set_loop.remote(self.done[e], self.ep_return[e]))
         records = [MutationRecord(self.generation, m.id, m.parent_id, "restored", op=f"actor {g}",
-                                  note=f"actor lost ({why}); restored from the driver's copy (the last "
-                                       "checkpoint's state); this window's progress of the member is lost")
+                                  note=f"actor lost ({why}); restored from the driver's copy "
+                                       "(the last checkpoint's state); this window's progress "
+                                       "of the member is lost")
                    for m in (self.members[j] for j in self.slots(g))]
         self.log.lineage([r.to_json() for r in records])
         self.timing["recover"] += time.perf_counter() - t0
 
     def sync_members_of(self, g: int) -> None:
-        changed = {j - g * self.per_actor: self.member_state(self.members[j]) for j in self.slots(g)}
+        changed = {j - g * self.per_actor: self.member_state(self.members[j])
+                   for j in self.slots(g)}
         self.get(self.actors[g].set_members.remote(changed))
         for j in self.slots(g):
             self.placed[j] = self.members[j]
 
     def restore_replay(self, g: int) -> None:
-        """Fill a recreated actor's replay copy from a live actor's, else from the last checkpoint."""
+        """Fill a recreated actor's replay copy from a live actor's, else from the last
+        checkpoint."""
         for h in range(self.num_actors):
             if h == g:
                 continue

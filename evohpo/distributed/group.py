@@ -48,7 +48,8 @@ def group_config(cfg: C.Config, num_actors: int, gpus: float = 0.0) -> C.Config:
                 "workers": cfg.env.workers or max(1, math.floor(d.cpus_per_actor))},
         "evolution": {"learning_delay": -(-cfg.evolution.learning_delay // num_actors),
                       "tournament_size": min(cfg.evolution.tournament_size, size)},
-        "device": "cpu" if gpus == 0 and cfg.device == "auto" else cfg.device,  # Ray hides unasked GPUs
+        # Ray hides unasked GPUs
+        "device": "cpu" if gpus == 0 and cfg.device == "auto" else cfg.device,
         "checkpoint": {"enabled": False},
         "logging": {"console": False, "jsonl": False, "wandb": {"mode": "disabled"}},
         "distributed": {"backend": "local", "num_actors": 0},
@@ -60,7 +61,8 @@ def to_cpu(obj: Any) -> Any:
 
 
 def generator_fits(state: torch.Tensor, device: torch.device) -> bool:
-    """Whether a torch.Generator state loads on ``device`` (a state fits its own device type only)."""
+    """Whether a torch.Generator state loads on ``device`` (a state fits its own device type
+    only)."""
     try:
         torch.Generator(device=device).set_state(state)
     except RuntimeError:
@@ -86,12 +88,14 @@ def generator_state(state: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 def member_state(m: Member) -> dict[str, Any]:
-    """What an actor and the driver exchange about a member: its record and its algorithm's state."""
+    """What an actor and the driver exchange about a member: its record and its algorithm's
+    state."""
     return {**member_meta(m), "algo": to_cpu(m.algo.state_dict())}
 
 
 def new_rows(buf: ReplayBuffer, since: int) -> Rows:
-    """The rows stored since ``buf.added`` was ``since`` (at most the newest ``capacity`` of them)."""
+    """The rows stored since ``buf.added`` was ``since`` (at most the newest ``capacity`` of
+    them)."""
     m = min(buf.added - since, buf.size)
     idx = (buf.pos - m + np.arange(m)) % buf.capacity
     return {k: getattr(buf, k)[idx] for k in ReplayBuffer.FIELDS}
@@ -123,8 +127,8 @@ class MemberGroup:
         self.members: list[Member] = []
 
     def info(self) -> dict[str, Any]:
-        return {"index": self.index, "pid": os.getpid(), "host": platform.node(), "device": str(self.t.device),
-                "torch_threads": torch.get_num_threads()}
+        return {"index": self.index, "pid": os.getpid(), "host": platform.node(),
+                "device": str(self.t.device), "torch_threads": torch.get_num_threads()}
 
     # ------------------------------------------------------------------ members
     def set_members(self, states: dict[int, dict[str, Any]]) -> None:
@@ -178,7 +182,8 @@ class MemberGroup:
     def evaluate(self, seed: int) -> list[tuple[Score, bool, str]]:
         """Each member's (score, diverged, why) on episodes of ``seed``."""
         results = self.t.evaluate(seed)
-        return [(sc, m.diverged, m.diverged_why) for sc, m in zip(results, self.t.members, strict=True)]
+        return [(sc, m.diverged, m.diverged_why)
+                for sc, m in zip(results, self.t.members, strict=True)]
 
     # ------------------------------------------------------------------ replay copy
     def buffer_state(self) -> dict[str, Any]:

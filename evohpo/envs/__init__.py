@@ -8,8 +8,8 @@ from evohpo.envs.pool import StepResult, SyncPool, VectorPool
 from evohpo.envs.registry import MPE2_ENVS, EnvSpec, env_fn, make_env, probe, spec_of
 from evohpo.errors import ConfigError
 
-__all__ = ["BACKENDS", "MPE2_ENVS", "EnvSpec", "StepResult", "SyncPool", "VectorPool", "env_fn", "make_env",
-           "make_pool", "probe", "resolve_backend", "spec_of"]
+__all__ = ["BACKENDS", "MPE2_ENVS", "EnvSpec", "StepResult", "SyncPool", "VectorPool", "env_fn",
+           "make_env", "make_pool", "probe", "resolve_backend", "spec_of"]
 
 BACKENDS = ("auto", "pettingzoo", "batched")
 

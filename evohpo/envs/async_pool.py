@@ -56,14 +56,16 @@ def _layout(spec: EnvSpec, n: int) -> tuple[Layout, int]:
     layout: Layout = []
     offset = 0
     for key, v in template.items():
-        items = [((key,), v)] if isinstance(v, np.ndarray) else [((key, a), x) for a, x in v.items()]
+        items = ([((key,), v)] if isinstance(v, np.ndarray)
+                 else [((key, a), x) for a, x in v.items()])
         for path, arr in items:
             layout.append((path, arr.shape, arr.dtype, offset))
             offset += -(-arr.nbytes // _ALIGN) * _ALIGN
     return layout, max(offset, _ALIGN)
 
 
-def _views(buf: Any, layout: Layout, lo: int, hi: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _views(buf: Any, layout: Layout, lo: int,
+           hi: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Numpy views of rows ``lo:hi`` of every shared array: (step arrays, actions)."""
     out: dict[str, Any] = {}
     for path, shape, dtype, offset in layout:
@@ -191,7 +193,8 @@ class AsyncPool(VectorPool):
             self._died(w)
 
     def _gather(self, what: str) -> dict[int, Any]:
-        """Wait for every worker's ack (or reply); any error, death or timeout closes the pool and raises."""
+        """Wait for every worker's ack (or reply); any error, death or timeout closes the pool
+        and raises."""
         try:
             return self._collect(what)
         except BaseException as e:
@@ -251,7 +254,8 @@ class AsyncPool(VectorPool):
     def set_state(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
         self._check(stepping=False)
         if len(states) != self.num_envs:
-            raise ValueError(f"env state for {len(states)} envs, but this pool holds {self.num_envs}")
+            raise ValueError(f"env state for {len(states)} envs, but this pool holds "
+                             f"{self.num_envs}")
         for w, (lo, hi) in enumerate(self._bounds):
             self._send(w, pickle.dumps(("set_state", list(states[lo:hi]))))
         self._gather("set_state")

@@ -68,7 +68,8 @@ class VectorPool(abc.ABC):
 
 
 def empty_step_arrays(spec: EnvSpec, n: int) -> dict[str, Any]:
-    """Preallocated per-agent result arrays for ``n`` envs (plain numpy; the async pool maps them)."""
+    """Preallocated per-agent result arrays for ``n`` envs (plain numpy; the async pool maps
+    them)."""
     return {
         "obs": {a: np.zeros((n, spec[a].obs_dim), np.float32) for a in spec.agents},
         "next_obs": {a: np.zeros((n, spec[a].obs_dim), np.float32) for a in spec.agents},
@@ -120,9 +121,11 @@ class EnvSlots:
                 for s, e, log in zip(self.base_seeds, self.episodes, self.logs, strict=True)]
 
     def set_state(self, states: Sequence[dict[str, Any]]) -> None:
-        """Rebuild every env from :meth:`get_state`'s data: reset with the episode's seed, replay."""
+        """Rebuild every env from :meth:`get_state`'s data: reset with the episode's seed,
+        replay."""
         if len(states) != len(self.envs):
-            raise ValueError(f"env state for {len(states)} envs, but this pool holds {len(self.envs)}")
+            raise ValueError(f"env state for {len(states)} envs, but this pool holds "
+                             f"{len(self.envs)}")
         self.base_seeds = [st["seed"] for st in states]
         self.episodes = [int(st["episode"]) for st in states]
         self.logs = [list(st["actions"]) for st in states]
@@ -163,7 +166,8 @@ class EnvSlots:
                 self._write_obs("obs", i, obs)
             else:
                 still = env.agents
-                for a in spec.agents:  # an agent that left has nothing to observe: zeros, masked later
+                # an agent that left has nothing to observe: zeros, masked later
+                for a in spec.agents:
                     out["obs"][a][i] = out["next_obs"][a][i] if a in still else 0.0
 
 
@@ -236,6 +240,7 @@ class SyncPool(VectorPool):
 
 def copy_result(arrays: dict[str, Any]) -> StepResult:
     """Copy the pool's live arrays into a StepResult the caller owns."""
-    out: dict[str, Any] = {k: (v.copy() if isinstance(v, np.ndarray) else {a: x.copy() for a, x in v.items()})
+    out: dict[str, Any] = {k: (v.copy() if isinstance(v, np.ndarray)
+                               else {a: x.copy() for a, x in v.items()})
                            for k, v in arrays.items()}
     return StepResult(**out)

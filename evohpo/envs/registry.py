@@ -71,7 +71,8 @@ class EnvSpec:
         parts = []
         for a in self.agents:
             s = self.per_agent[a]
-            act = f"Discrete({s.act_dim})" if s.discrete else f"Box[{s.low:g},{s.high:g}]^{s.act_dim}"
+            act = (f"Discrete({s.act_dim})" if s.discrete
+                   else f"Box[{s.low:g},{s.high:g}]^{s.act_dim}")
             parts.append(f"{a}: obs {s.obs_dim}, act {act}")
         return "; ".join(parts)
 
@@ -85,12 +86,14 @@ def factory_of(name: str) -> Callable[..., Any]:
         return importlib.import_module(MPE2_ENVS[name]).parallel_env
     if ":" not in name:
         raise ConfigError(f"unknown env {name!r}{closest(name, list(MPE2_ENVS))}; known: "
-                          f"{', '.join(MPE2_ENVS)}, or module:factory for any PettingZoo ParallelEnv")
+                          f"{', '.join(MPE2_ENVS)}, or module:factory for any PettingZoo "
+                          "ParallelEnv")
     mod_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(mod_name)
     except Exception as e:
-        raise ConfigError(f"env {name!r}: cannot import module {mod_name!r}: {type(e).__name__}: {e}") from None
+        raise ConfigError(f"env {name!r}: cannot import module {mod_name!r}: "
+                          f"{type(e).__name__}: {e}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"env {name!r}: module {mod_name!r} has no callable {attr!r}")
@@ -148,16 +151,17 @@ def spec_of(env: Any, name: str) -> EnvSpec:
         ob = env.observation_space(a)
         ac = env.action_space(a)
         if not isinstance(ob, spaces.Box) or len(ob.shape) != 1:
-            raise ConfigError(f"env {name!r}, agent {a!r}: observation space {ob} is not supported; "
-                              "evohpo supports flat Box observations")
+            raise ConfigError(f"env {name!r}, agent {a!r}: observation space {ob} is not "
+                              "supported; evohpo supports flat Box observations")
         if isinstance(ac, spaces.Discrete):
             if ac.start != 0:
-                raise ConfigError(f"env {name!r}, agent {a!r}: Discrete action space with start={ac.start} "
-                                  "is not supported; actions must start at 0")
+                raise ConfigError(f"env {name!r}, agent {a!r}: Discrete action space with "
+                                  f"start={ac.start} is not supported; actions must start at 0")
             per[a] = AgentSpec(obs_dim=int(ob.shape[0]), discrete=True, act_dim=int(ac.n))
         elif isinstance(ac, spaces.Box) and len(ac.shape) == 1:
             low, high = np.unique(ac.low), np.unique(ac.high)
-            if len(low) != 1 or len(high) != 1 or not np.isfinite(low[0]) or not np.isfinite(high[0]):
+            if (len(low) != 1 or len(high) != 1 or not np.isfinite(low[0])
+                    or not np.isfinite(high[0])):
                 raise ConfigError(f"env {name!r}, agent {a!r}: action space {ac} is not supported; "
                                   "Box actions need finite bounds, equal across dimensions")
             per[a] = AgentSpec(obs_dim=int(ob.shape[0]), discrete=False, act_dim=int(ac.shape[0]),

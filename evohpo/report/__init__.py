@@ -77,6 +77,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("report", help="write an HTML report of one run, or a comparison of several")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (several: compared)")
-    r.add_argument("--out", help="output file or directory (default: RUN_DIR/report.html, or report.html in "
-                                 "the runs' common parent directory)")
+    r.add_argument("--out", help="output file or directory (default: RUN_DIR/report.html, or "
+                                 "report.html in the runs' common parent directory)")
     r.set_defaults(func=cmd_report)

@@ -54,14 +54,15 @@ def best_config(run: Run) -> tuple[str, str | None]:
         algo["activation"] = Counter(acts.values()).most_common(1)[0][0]
         if len(set(acts.values())) > 1:
             each = ", ".join(f"{k.removeprefix('activation/')} {v}" for k, v in acts.items())
-            notes.append(f"activations differ ({each}); algo.activation is one for all: {algo['activation']} "
-                         "(the most common)")
+            notes.append(f"activations differ ({each}); algo.activation is one for all: "
+                         f"{algo['activation']} (the most common)")
     head = [f"Final best member of run {run.name}: member {m.id}, generation {m.generation}, "
             f"fitness {m.fitness:.3f} at {m.env_steps:,} env steps.",
-            "Its evolved hyperparameters and architecture are in algo.*; everything else is as the run had it.",
+            "Its evolved hyperparameters and architecture are in algo.*; everything else is as "
+            "the run had it.",
             *notes,
-            "To train these settings without evolving them: --set mutation.none=1 and set every other "
-            "mutation.* probability to 0."]
+            "To train these settings without evolving them: --set mutation.none=1 and set every "
+            "other mutation.* probability to 0."]
     text = "".join(f"# {line}\n" for line in head) + yaml.safe_dump(cfg, sort_keys=False)
     try:
         C.load([yaml.safe_load(text)])

@@ -1,4 +1,5 @@
-"""Several runs side by side: group the seeds of one setting, and compare settings at equal env steps.
+"""Several runs side by side: group the seeds of one setting, and compare settings at equal env
+steps.
 
 Runs whose configs are equal but for the seed (and logging) form a group; each group is shown as
 the mean and spread over its seeds. The first group is the reference the others are compared to.
@@ -39,8 +40,8 @@ def setting(run: Run) -> dict[str, Any]:
 
 
 def group_runs(runs: list[Run]) -> list[Group]:
-    """Group by config minus seed; label by the shared run-name stem (``evolved-s0`` -> ``evolved``),
-    else by what sets the group's config apart."""
+    """Group by config minus seed; label by the shared run-name stem (``evolved-s0`` ->
+    ``evolved``), else by what sets the group's config apart."""
     keyed: dict[str, list[Run]] = {}
     for r in runs:
         keyed.setdefault(repr(sorted(setting(r).items(), key=lambda kv: kv[0])), []).append(r)
@@ -74,7 +75,7 @@ def config_diff(groups: list[Group]) -> list[tuple[str, list[Any]]]:
     return [(k, [s.get(k) for s in settings]) for k in differing_keys(settings)]
 
 
-# ----------------------------------------------------------------------------- curves at equal steps
+# ------------------------------------------------------------------------ curves at equal steps
 
 def series(run: Run, key: str, xkey: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:
     x = np.array([num(m.get(xkey)) for m in run.metrics])
@@ -93,7 +94,8 @@ def on_grid(run: Run, key: str, grid: np.ndarray, xkey: str = "env_steps") -> np
     return out
 
 
-def curves(groups: list[Group], key: str, xkey: str = "env_steps", scale: float = 1.0) -> list[Curve]:
+def curves(groups: list[Group], key: str, xkey: str = "env_steps",
+           scale: float = 1.0) -> list[Curve]:
     out = []
     for g in groups:
         xs = np.unique(np.concatenate([series(r, key, xkey)[0] for r in g.runs]))
@@ -126,7 +128,8 @@ METRICS: dict[str, str] = {
 def run_scores(run: Run, steps: int) -> dict[str, float]:
     rows = upto(run, steps) or run.metrics[:1]
     best = np.array([num(m.get("eval/best_fitness")) for m in rows])
-    late = np.array([num(m.get("eval/best_fitness")) for m in rows if num(m.get("env_steps")) >= 0.75 * steps])
+    late = np.array([num(m.get("eval/best_fitness")) for m in rows
+                     if num(m.get("env_steps")) >= 0.75 * steps])
     return {"best fitness": at_steps(run, "eval/best_fitness", steps),
             "best ever": float(np.nanmax(best)) if np.isfinite(best).any() else math.nan,
             "late best": float(np.nanmean(late)) if np.isfinite(late).any() else math.nan,
@@ -144,7 +147,8 @@ class Stat:
     def __str__(self) -> str:
         if not np.isfinite(self.mean):
             return "n/a"
-        return f"{self.mean:.2f} ± {self.std:.2f} (n={self.n})" if self.n > 1 else f"{self.mean:.2f}"
+        return (f"{self.mean:.2f} ± {self.std:.2f} (n={self.n})" if self.n > 1
+                else f"{self.mean:.2f}")
 
 
 def stat(values: list[float]) -> Stat:
@@ -183,7 +187,8 @@ def deltas(ref: Group, other: Group, steps: int) -> list[Delta]:
     out = []
     for k in METRICS:
         sa, sb = stat([s[k] for s in a.values()]), stat([s[k] for s in b.values()])
-        se = math.sqrt(sa.std ** 2 / sa.n + sb.std ** 2 / sb.n) if sa.n > 1 and sb.n > 1 else math.nan
+        se = (math.sqrt(sa.std ** 2 / sa.n + sb.std ** 2 / sb.n) if sa.n > 1 and sb.n > 1
+              else math.nan)
         paired = [b[s][k] - a[s][k] for s in b if s in a]
         out.append(Delta(k, sb.mean - sa.mean, se, paired))
     return out

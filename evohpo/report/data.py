@@ -23,7 +23,7 @@ MEMBER_KEY = re.compile(r"member/([^/]+)/(.+)")
 LAYERS = re.compile(r"\d+(-\d+)*")   # a hidden-layer spec such as "64-64"
 LOSS = re.compile(r".*loss.*")
 COUNTERS = ("env_steps",)            # member fields that only count
-EVENTS = ("restored",)               # lineage records that happen to a member, not ones that make one
+EVENTS = ("restored",)               # lineage records that happen to a member, not that make one
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -51,7 +51,8 @@ def num(v: Any) -> float:
 
 def layer_units(v: Any) -> float:
     """'64-32' -> 96 (total hidden units); NaN for anything else."""
-    return float(sum(int(w) for w in v.split("-"))) if isinstance(v, str) and LAYERS.fullmatch(v) else math.nan
+    return (float(sum(int(w) for w in v.split("-")))
+            if isinstance(v, str) and LAYERS.fullmatch(v) else math.nan)
 
 
 @dataclass
@@ -65,16 +66,18 @@ class MemberGen:
     id: str
     fitness: float
     fields: dict[str, Any]         # every member/<id>/<field> logged, fitness included
-    made_by: str = "initial"       # initial | elite (kept by elitism) | the mutation kind that made it
+    made_by: str = "initial"       # initial | elite (kept by elitism) | mutation kind that made it
     parent: str | None = None      # id of what it came from in the previous generation
     record: dict[str, Any] | None = None   # the lineage record that made it
     founder: str = ""              # its generation-0 ancestor
-    selected: bool | None = None   # chosen as a parent or elite by the selection after it (None: none ran)
+    selected: bool | None = None   # chosen as a parent or elite by the selection after it
+                                   # (None: none ran)
 
 
 @dataclass
 class Outcome:
-    """What followed one lineage record: the child's fitness one generation later vs its parent's."""
+    """What followed one lineage record: the child's fitness one generation later vs its
+    parent's."""
 
     record: dict[str, Any]
     kind: str
@@ -118,7 +121,8 @@ class Run:
     def ancestry(self, m: MemberGen) -> list[MemberGen]:
         """``m`` and its ancestors back to generation 0, oldest first."""
         chain = [m]
-        while chain[-1].parent is not None and (chain[-1].generation - 1, chain[-1].parent) in self.at:
+        while (chain[-1].parent is not None
+               and (chain[-1].generation - 1, chain[-1].parent) in self.at):
             chain.append(self.at[(chain[-1].generation - 1, chain[-1].parent)])
         return chain[::-1]
 
@@ -136,8 +140,9 @@ def load_run(path: Path) -> Run:
     if not metrics:
         raise ConfigError(f"run {str(path)!r} has no generations in metrics.jsonl yet; "
                           "a report needs at least one evaluation")
-    run = Run(path=path, name=path.resolve().name, config=yaml.safe_load(text) or {}, config_text=text,
-              metrics=continuous_time(metrics), lineage=read_jsonl(path / "lineage.jsonl"),
+    run = Run(path=path, name=path.resolve().name, config=yaml.safe_load(text) or {},
+              config_text=text, metrics=continuous_time(metrics),
+              lineage=read_jsonl(path / "lineage.jsonl"),
               system=read_jsonl(path / "system.jsonl"), best_meta=best_checkpoint_meta(path))
     link_members(run)
     return run
@@ -190,7 +195,8 @@ def link_members(run: Run) -> None:
                            elapsed_s=num(row.get("time/elapsed_s")), slot=slot, id=mid,
                            fitness=num(f.get("fitness")), fields=f)
             if mid in made:
-                mg.record, mg.made_by, mg.parent = made[mid], str(made[mid]["kind"]), str(made[mid]["parent_id"])
+                mg.record, mg.made_by, mg.parent = (made[mid], str(made[mid]["kind"]),
+                                                    str(made[mid]["parent_id"]))
             elif mid in prev:
                 mg.made_by, mg.parent = "elite", mid
             mg.founder = prev[mg.parent].founder if mg.parent in prev else mid
@@ -198,7 +204,8 @@ def link_members(run: Run) -> None:
             run.members.append(mg)
             run.at[(g, mid)] = mg
         if records.get(g):
-            chosen = {str(r["member_id"] if r["kind"] == "elite" else r["parent_id"]) for r in records[g]}
+            chosen = {str(r["member_id"] if r["kind"] == "elite" else r["parent_id"])
+                      for r in records[g]}
             for mg in current.values():
                 mg.selected = mg.id in chosen
         prev = current
@@ -222,7 +229,8 @@ def classify(run: Run) -> Fields:
             if v is not None:
                 seen.setdefault(k, set()).add("layers" if isinstance(v, str) and LAYERS.fullmatch(v)
                                               else type(v).__name__)
-    known = list(run.config.get("mutation", {}).get("bounds", {})) + list(run.config.get("algo", {}))
+    known = (list(run.config.get("mutation", {}).get("bounds", {}))
+             + list(run.config.get("algo", {})))
     mutated = [str(r.get("target")) for r in run.lineage if r.get("kind") == "hyperparameters"]
     hps, arch, cats, losses = [], [], [], []
     for k, types in seen.items():
@@ -257,7 +265,8 @@ def detail(r: dict[str, Any]) -> str:
     kind, target, op = r.get("kind"), str(r.get("target") or ""), str(r.get("op") or "")
     if kind == "hyperparameters" and target:
         b, a = num(r.get("before")), num(r.get("after"))
-        return f"{target} {'up' if a > b else 'down'}" if not (math.isnan(a) or math.isnan(b)) else target
+        return (f"{target} {'up' if a > b else 'down'}"
+                if not (math.isnan(a) or math.isnan(b)) else target)
     if kind == "activation" and isinstance(r.get("after"), str):
         return str(r["after"])
     return op.split()[0] if op and kind not in ("weights", "none", "elite") else ""

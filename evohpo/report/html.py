@@ -54,7 +54,8 @@ def table(head: list[str] | None, rows: list[list[Any]]) -> str:
         return f"<td class='n'>{esc(fmt(v))}</td>" if num_like else f"<td>{esc(fmt(v))}</td>"
 
     top = "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>" if head else ""
-    return "<table>" + top + "".join("<tr>" + "".join(td(v) for v in r) + "</tr>" for r in rows) + "</table>"
+    return ("<table>" + top
+            + "".join("<tr>" + "".join(td(v) for v in r) + "</tr>" for r in rows) + "</table>")
 
 
 def figure(p: plots.Plot | None) -> str:
@@ -70,9 +71,10 @@ def section(sid: str, title: str, body: str) -> str:
 
 def page(title: str, nav: list[tuple[str, str]], body: str) -> str:
     links = "".join(f"<a href='#{sid}'>{esc(t)}</a>" for sid, t in nav)
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
-            f"<style>{CSS}</style></head><body><header><h1>{esc(title)}</h1>"
-            f"<div class='muted'>made by evohpo report, {esc(time.strftime('%Y-%m-%d %H:%M'))}</div></header>"
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><header>"
+            f"<h1>{esc(title)}</h1><div class='muted'>made by evohpo report, "
+            f"{esc(time.strftime('%Y-%m-%d %H:%M'))}</div></header>"
             f"<nav>{links}</nav><main>{body}</main></body></html>")
 
 
@@ -92,15 +94,18 @@ def run_sections(run: Run, pre: str = "") -> list[tuple[str, str, str]]:
         "summary": summary(run),
         "fitness": figure(plots.fitness(run)),
         "hyperparameters": figure(plots.trajectories(
-            run, f.hyperparameters, "Each evolving hyperparameter of every member at every evaluation, joined to "
-            "the value of the member it was cloned from (colour: founding lineage). Black: the final best member's "
-            "ancestry. Jumps are mutations; flat runs are inherited values.")),
+            run, f.hyperparameters, "Each evolving hyperparameter of every member at every "
+            "evaluation, joined to the value of the member it was cloned from (colour: founding "
+            "lineage). Black: the final best member's ancestry. Jumps are mutations; flat runs "
+            "are inherited values.")),
         "architecture": figure(plots.trajectories(
-            run, f.architecture, "Architecture (and any other per-member value) of every member: parameter count "
-            "and total hidden units of each network, joined to the member it was cloned from (black: the final "
-            "best member's ancestry).")) + (figure(plots.trajectories(
-                run, f.categorical, "Categorical settings of every member (e.g. activations).", categorical=True))
-                if f.categorical else ""),
+            run, f.architecture, "Architecture (and any other per-member value) of every "
+            "member: parameter count and total hidden units of each network, joined to the "
+            "member it was cloned from (black: the final best member's ancestry)."))
+            + (figure(plots.trajectories(
+                run, f.categorical, "Categorical settings of every member (e.g. activations).",
+                categorical=True))
+               if f.categorical else ""),
         "training": figure(plots.training(run, f.losses)),
         "lineage": figure(plots.lineage_tree(run)) + ancestry(run) + records_table(run, outs),
         "mutations": figure(plots.mutation_effects(outs)) + mutation_table(outs),
@@ -117,7 +122,8 @@ def summary(run: Run) -> str:
     steps, wall = int(fm.get("env_steps", 0)), num(fm.get("time/elapsed_s"))
     best = run.final_best()
     rows = [["run directory", str(run.path)],
-            ["algorithm / env", f"{c.get('algo', {}).get('name')} on {c.get('env', {}).get('name')}"],
+            ["algorithm / env",
+             f"{c.get('algo', {}).get('name')} on {c.get('env', {}).get('name')}"],
             ["population", c.get("population", {}).get("size")],
             ["generations", len(run.metrics)], ["env steps", steps],
             ["wall time", f"{wall / 60:.1f} min" if math.isfinite(wall) else "n/a"],
@@ -125,7 +131,8 @@ def summary(run: Run) -> str:
             ["final best fitness", f"{best.fitness:.3f} (member {best.id})"],
             ["final mean fitness", num(fm.get("eval/mean_fitness"))],
             ["best fitness ever", num(fm.get("eval/best_ever"))],
-            ["mutations", ", ".join(f"{k}: {n}" for k, n in kind_counts(run).items()) or "none yet"]]
+            ["mutations",
+             ", ".join(f"{k}: {n}" for k, n in kind_counts(run).items()) or "none yet"]]
     return table(None, rows)
 
 
@@ -141,11 +148,13 @@ def ancestry(run: Run) -> str:
     rows = []
     for m in chain:
         r = m.record or {}
-        change = f"{r.get('target', '')} {fmt(r.get('before'))} → {fmt(r.get('after'))}" if r.get("target") else ""
-        rows.append([m.generation, m.env_steps, m.id, m.parent or "", m.made_by, r.get("op", ""), change.strip(),
-                     m.fitness])
+        change = (f"{r.get('target', '')} {fmt(r.get('before'))} → {fmt(r.get('after'))}"
+                  if r.get("target") else "")
+        rows.append([m.generation, m.env_steps, m.id, m.parent or "", m.made_by, r.get("op", ""),
+                     change.strip(), m.fitness])
     return ("<h3>How the final best member came to be</h3>"
-            + table(["generation", "env steps", "member", "from", "made by", "op", "change", "fitness"], rows))
+            + table(["generation", "env steps", "member", "from", "made by", "op", "change",
+                     "fitness"], rows))
 
 
 def records_table(run: Run, outs: list[Outcome]) -> str:
@@ -153,13 +162,14 @@ def records_table(run: Run, outs: list[Outcome]) -> str:
     rows = []
     for r in run.lineage[:3000]:
         o = follow.get(id(r))
-        rows.append([r.get("generation"), r.get("member_id"), r.get("parent_id"), r.get("kind"), r.get("target"),
-                     r.get("op"), r.get("before"), r.get("after"), o.parent_fitness if o else None,
-                     o.fitness if o else None, o.delta if o else None, o.selected if o else None])
+        rows.append([r.get("generation"), r.get("member_id"), r.get("parent_id"), r.get("kind"),
+                     r.get("target"), r.get("op"), r.get("before"), r.get("after"),
+                     o.parent_fitness if o else None, o.fitness if o else None,
+                     o.delta if o else None, o.selected if o else None])
     more = f" (first 3,000 of {len(run.lineage):,})" if len(run.lineage) > 3000 else ""
     return (f"<details><summary>Every lineage record{more}</summary>"
-            + table(["gen", "member", "parent", "kind", "target", "op", "before", "after", "parent fitness",
-                     "fitness next", "change", "kept next"], rows) + "</details>")
+            + table(["gen", "member", "parent", "kind", "target", "op", "before", "after",
+                     "parent fitness", "fitness next", "change", "kept next"], rows) + "</details>")
 
 
 def mutation_table(outs: list[Outcome]) -> str:
@@ -178,19 +188,22 @@ def mutation_table(outs: list[Outcome]) -> str:
         d = [o.delta for o in os_ if math.isfinite(o.delta)]
         kept = [o.selected for o in os_ if o.selected is not None]
         mean = statistics.fmean(d) if d else math.nan
-        rows.append([kind if not det else "", det, len(os_), mean, statistics.median(d) if d else math.nan,
+        rows.append([kind if not det else "", det, len(os_), mean,
+                     statistics.median(d) if d else math.nan,
                      f"{sum(x > 0 for x in d) / len(d):.0%}" if d else "",
                      f"{sum(kept) / len(kept):.0%}" if kept else "", mean - control])
-    return ("<p>Change = the child's fitness at the next evaluation minus its parent's at selection. Training alone "
-            "moves it too: compare each kind with <b>none</b> (an unmutated clone), last column.</p>"
-            + table(["kind", "detail", "n", "mean change", "median", "improved", "kept by next selection",
-                     "mean minus none"], rows))
+    return ("<p>Change = the child's fitness at the next evaluation minus its parent's at "
+            "selection. Training alone moves it too: compare each kind with <b>none</b> (an "
+            "unmutated clone), last column.</p>"
+            + table(["kind", "detail", "n", "mean change", "median", "improved",
+                     "kept by next selection", "mean minus none"], rows))
 
 
 def best_section(run: Run) -> str:
     text, error = best_config(run)
     note = (f"<p class='bad'>This YAML does not load as a config: {esc(error)}</p>" if error else
-            "<p>Loads as a valid config: save it and run <code>evohpo train --config best.yaml</code>.</p>")
+            "<p>Loads as a valid config: save it and run "
+            "<code>evohpo train --config best.yaml</code>.</p>")
     extra = ""
     meta = run.best_meta
     if meta and isinstance(meta.get("member"), dict):
@@ -198,8 +211,9 @@ def best_section(run: Run) -> str:
         hp = m.get("hyperparams") or {}
         arch = m.get("arch") or {}
         extra = ("<h3>Best member ever seen (checkpoints/best.pt)</h3>"
-                 f"<p>member {esc(m.get('id'))}, fitness {esc(fmt(num(m.get('fitness'))))} at generation "
-                 f"{esc(meta.get('generation'))}, {esc(fmt(meta.get('env_steps')))} env steps. "
+                 f"<p>member {esc(m.get('id'))}, fitness {esc(fmt(num(m.get('fitness'))))} "
+                 f"at generation {esc(meta.get('generation'))}, "
+                 f"{esc(fmt(meta.get('env_steps')))} env steps. "
                  f"<code>evohpo eval {esc(run.path)}</code> replays it.</p>"
                  + table(list(hp), [list(hp.values())])
                  + table(["agent", "architecture"], [[a, v] for a, v in arch.items()]))
@@ -208,15 +222,18 @@ def best_section(run: Run) -> str:
 
 def system(run: Run) -> str:
     if not run.system:
-        return "<p class='muted'>no system.jsonl in the run directory (written by evohpo since reports)</p>"
+        return ("<p class='muted'>no system.jsonl in the run directory (written by evohpo since "
+                "reports)</p>")
     rows = []
     for s in run.system:
         v = s.get("versions", {})
         rows.append([s.get("time"), s.get("host"), f"{s.get('cpu')} ({s.get('cpu_count')} cores)",
-                     f"{s.get('memory_gb')} GiB", ", ".join(s.get("gpus") or []) or "none", s.get("platform"),
-                     ", ".join(f"{k} {x}" for k, x in v.items() if x), " ".join(s.get("argv") or [])])
+                     f"{s.get('memory_gb')} GiB", ", ".join(s.get("gpus") or []) or "none",
+                     s.get("platform"), ", ".join(f"{k} {x}" for k, x in v.items() if x),
+                     " ".join(s.get("argv") or [])])
     return ("<p>One row per process that wrote to the run (a resumed run adds a row).</p>"
-            + table(["started", "host", "cpu", "memory", "gpus", "platform", "versions", "command"], rows))
+            + table(["started", "host", "cpu", "memory", "gpus", "platform", "versions",
+                     "command"], rows))
 
 
 # ----------------------------------------------------------------------------- several runs
@@ -226,14 +243,17 @@ def comparison(groups: list[K.Group]) -> str:
     steps = K.common_steps(runs)
     cv = {"best fitness vs env steps": K.curves(groups, "eval/best_fitness"),
           "population mean fitness vs env steps": K.curves(groups, "eval/mean_fitness"),
-          "best fitness vs wall time": K.curves(groups, "eval/best_fitness", "time/elapsed_s", 60.0)}
-    body = figure(plots.compare(cv, "Each group's runs (faint) and their mean (bold) with a ±1 std band over "
-                                    "seeds. Runs are compared at equal env steps."))
+          "best fitness vs wall time": K.curves(groups, "eval/best_fitness", "time/elapsed_s",
+                                                60.0)}
+    body = figure(plots.compare(cv, "Each group's runs (faint) and their mean (bold) with a ±1 "
+                                    "std band over seeds. Runs are compared at equal env steps."))
     sc = K.scores(groups, steps)
     body += f"<h3>At {steps:,} env steps (reached by every run)</h3>"
-    body += table(["group", "runs", *K.METRICS], [[g.label, ", ".join(r.name for r in g.runs),
-                                                   *(str(sc[g.label][k]) for k in K.METRICS)] for g in groups])
-    body += "<p class='muted'>" + "; ".join(f"<b>{esc(k)}</b>: {esc(v)}" for k, v in K.METRICS.items()) + "</p>"
+    body += table(["group", "runs", *K.METRICS],
+                  [[g.label, ", ".join(r.name for r in g.runs),
+                    *(str(sc[g.label][k]) for k in K.METRICS)] for g in groups])
+    body += ("<p class='muted'>"
+             + "; ".join(f"<b>{esc(k)}</b>: {esc(v)}" for k, v in K.METRICS.items()) + "</p>")
     ref = groups[0]
     for g in groups[1:]:
         rows = []
@@ -241,15 +261,16 @@ def comparison(groups: list[K.Group]) -> str:
             cls = "good" if d.diff > 0 else "bad"
             se = f" ± {d.se:.2f} (s.e.)" if math.isfinite(d.se) else ""
             ps = d.paired_stat
-            paired = (f"{ps.mean:+.2f} ± {ps.std / math.sqrt(ps.n):.2f} (s.e., n={ps.n})" if ps.n > 1
-                      else f"{ps.mean:+.2f}" if ps.n else "no shared seeds")
-            rows.append([esc(d.metric), f"<span class='{cls}'>{d.diff:+.2f}</span>{se}", esc(paired),
-                         esc(", ".join(f"{x:+.2f}" for x in d.paired))])
+            paired = (f"{ps.mean:+.2f} ± {ps.std / math.sqrt(ps.n):.2f} (s.e., n={ps.n})"
+                      if ps.n > 1 else f"{ps.mean:+.2f}" if ps.n else "no shared seeds")
+            rows.append([esc(d.metric), f"<span class='{cls}'>{d.diff:+.2f}</span>{se}",
+                         esc(paired), esc(", ".join(f"{x:+.2f}" for x in d.paired))])
         body += (f"<h3>{esc(g.label)} minus {esc(ref.label)}</h3>"
-                 "<p>Runs of one seed start from the same networks and, generation by generation, meet the same "
-                 "evaluation episodes, so the paired difference (same seed, both settings) is usually the sharper "
-                 "comparison.</p>"
-                 + raw_table(["metric", "difference of means", "paired difference", "per seed"], rows))
+                 "<p>Runs of one seed start from the same networks and, generation by "
+                 "generation, meet the same evaluation episodes, so the paired difference (same "
+                 "seed, both settings) is usually the sharper comparison.</p>"
+                 + raw_table(["metric", "difference of means", "paired difference", "per seed"],
+                             rows))
     body += "<h3>Final best member of each run</h3>" + winners(groups)
     diff = K.config_diff(groups)
     body += "<h3>How the groups' configs differ</h3>" + (

@@ -24,8 +24,9 @@ from matplotlib.ticker import EngFormatter, MaxNLocator
 from evohpo.report.data import MemberGen, Outcome, Run, layer_units, num, value
 
 DPI = 90
-KIND_COLORS = {"initial": "#7f7f7f", "elite": "#000000", "none": "#bcbd22", "hyperparameters": "#1f77b4",
-               "weights": "#ff7f0e", "architecture": "#2ca02c", "activation": "#d62728"}
+KIND_COLORS = {"initial": "#7f7f7f", "elite": "#000000", "none": "#bcbd22",
+               "hyperparameters": "#1f77b4", "weights": "#ff7f0e", "architecture": "#2ca02c",
+               "activation": "#d62728"}
 SPARE = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896"]
 
 
@@ -40,7 +41,8 @@ def kind_color(kind: str, kinds: Sequence[str] = ()) -> str:
     if kind in KIND_COLORS:
         return KIND_COLORS[kind]
     unknown = sorted(k for k in kinds if k not in KIND_COLORS) or [kind]
-    return SPARE[unknown.index(kind) % len(SPARE)] if kind in unknown else SPARE[hash(kind) % len(SPARE)]
+    return (SPARE[unknown.index(kind) % len(SPARE)] if kind in unknown
+            else SPARE[hash(kind) % len(SPARE)])
 
 
 def founder_colors(run: Run) -> dict[str, Any]:
@@ -58,7 +60,8 @@ def count_points(fig: Figure) -> int:
             continue
         n += sum(int(np.size(line.get_xdata())) for line in ax.lines)
         for c in ax.collections:
-            n += len(c.get_segments()) if isinstance(c, LineCollection) else int(np.shape(c.get_offsets())[0])
+            n += (len(c.get_segments()) if isinstance(c, LineCollection)
+                  else int(np.shape(c.get_offsets())[0]))
         n += len(ax.patches)
     return n
 
@@ -96,14 +99,18 @@ def fitness(run: Run) -> Plot:
     fig, (a, b) = grid(2, 2, 6.0, 3.6)
     colors = founder_colors(run)
     gens = run.metrics
-    for ax, xkey, scale, label in ((a, "env_steps", 1.0, "env steps"), (b, "time/elapsed_s", 60.0, "wall time (min)")):
+    for ax, xkey, scale, label in ((a, "env_steps", 1.0, "env steps"),
+                                   (b, "time/elapsed_s", 60.0, "wall time (min)")):
         x = [num(m.get(xkey)) / scale for m in gens]
         xm = [(m.env_steps if xkey == "env_steps" else m.elapsed_s) / scale for m in run.members]
         ax.scatter(xm, [m.fitness for m in run.members], s=14, alpha=0.55,
                    c=[colors[m.founder] for m in run.members], label="members (colour: founder)")
-        ax.plot(x, [num(m.get("eval/mean_fitness")) for m in gens], "--", color="#1f77b4", lw=1.5, label="mean")
-        ax.plot(x, [num(m.get("eval/best_fitness")) for m in gens], "-", color="k", lw=2, label="best")
-        ax.plot(x, [num(m.get("eval/best_ever")) for m in gens], ":", color="#d62728", lw=1.5, label="best ever")
+        ax.plot(x, [num(m.get("eval/mean_fitness")) for m in gens], "--", color="#1f77b4", lw=1.5,
+                label="mean")
+        ax.plot(x, [num(m.get("eval/best_fitness")) for m in gens], "-", color="k", lw=2,
+                label="best")
+        ax.plot(x, [num(m.get("eval/best_ever")) for m in gens], ":", color="#d62728", lw=1.5,
+                label="best ever")
         if xkey == "env_steps":
             steps_axis(ax, label)
         else:
@@ -111,11 +118,13 @@ def fitness(run: Run) -> Plot:
             ax.grid(alpha=0.3)
         ax.set_ylabel("fitness")
     a.legend(fontsize=8, loc="lower right")
-    return render(fig, "Fitness of every member at every evaluation (dots, coloured by founding lineage), "
-                       "the population mean and best, against env steps (left) and wall time (right).")
+    return render(fig, "Fitness of every member at every evaluation (dots, coloured by founding "
+                       "lineage), the population mean and best, against env steps (left) and wall "
+                       "time (right).")
 
 
-def segments(run: Run, key: str, y: Callable[[MemberGen, str], float]) -> tuple[list[Any], list[Any]]:
+def segments(run: Run, key: str,
+             y: Callable[[MemberGen, str], float]) -> tuple[list[Any], list[Any]]:
     """Line segments from each member's parent (previous generation) to it, and their colours."""
     colors = founder_colors(run)
     segs, cols = [], []
@@ -140,7 +149,8 @@ def trajectories(run: Run, keys: list[str], caption: str, categorical: bool = Fa
     for ax, key in zip(axes, keys, strict=True):
         y: Callable[[MemberGen, str], float] = value
         if categorical:
-            cats = sorted({str(m.fields[key]) for m in run.members if m.fields.get(key) is not None})
+            cats = sorted({str(m.fields[key]) for m in run.members
+                           if m.fields.get(key) is not None})
             index = {c: i for i, c in enumerate(cats)}
 
             def y(m: MemberGen, k: str, index: dict[str, int] = index) -> float:
@@ -151,12 +161,15 @@ def trajectories(run: Run, keys: list[str], caption: str, categorical: bool = Fa
         segs, cols = segments(run, key, y)
         ax.add_collection(LineCollection(segs, colors=cols, linewidths=1.2, alpha=0.7))
         ys = [y(m, key) for m in run.members]
-        ax.scatter([m.env_steps for m in run.members], ys, s=12, c=[colors[m.founder] for m in run.members])
-        ax.plot([m.env_steps for m in path], [y(m, key) for m in path], "-", color="k", lw=2.2, alpha=0.8)
+        ax.scatter([m.env_steps for m in run.members], ys, s=12,
+                   c=[colors[m.founder] for m in run.members])
+        ax.plot([m.env_steps for m in path], [y(m, key) for m in path], "-", color="k", lw=2.2,
+                alpha=0.8)
         if not categorical:
             maybe_log(ax, ys)
         ax.autoscale_view()
-        ax.set_title(key + (" (units)" if any(isinstance(m.fields.get(key), str) for m in run.members)
+        ax.set_title(key + (" (units)" if any(isinstance(m.fields.get(key), str)
+                                              for m in run.members)
                             and not categorical else ""), fontsize=9)
         steps_axis(ax)
     return render(fig, caption)
@@ -178,7 +191,8 @@ def training(run: Run, losses: list[str]) -> Plot | None:
         ax.set_title(f"member {key}", fontsize=9)
         steps_axis(ax)
     for ax, key in zip(axes[len(losses):], train, strict=True):
-        ax.plot([m["env_steps"] for m in run.metrics], [num(m.get(key)) for m in run.metrics], "o-", ms=3)
+        ax.plot([m["env_steps"] for m in run.metrics], [num(m.get(key)) for m in run.metrics],
+                "o-", ms=3)
         ax.set_title(key, fontsize=9)
         steps_axis(ax)
     return render(fig, "Training: each member's mean losses over the window before each evaluation "
@@ -238,7 +252,8 @@ def lineage_figure(run: Run) -> Figure:
     axes[-1].set_xlabel("generation")
     if sc is not None:
         fig.colorbar(sc, ax=axes, label="fitness", shrink=0.8)
-    handles = [Line2D([], [], color=kind_color(k, kinds), lw=2, label=k) for k in kinds if k != "initial"]
+    handles = [Line2D([], [], color=kind_color(k, kinds), lw=2, label=k)
+               for k in kinds if k != "initial"]
     handles += [Line2D([], [], color="grey", ls=":", label="not kept by the next selection"),
                 Line2D([], [], color="k", lw=5, alpha=0.25, label="final best's ancestry")]
     fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=min(len(handles), 5))
@@ -267,16 +282,18 @@ def mutation_effects(outs: list[Outcome]) -> Plot | None:
         if not len(d):
             continue
         kept = [o.selected is True for o in outs if o.kind == k and np.isfinite(o.delta)]
-        ax.scatter(i + rng.uniform(-0.18, 0.18, len(d)), d, s=16, alpha=0.7, color=kind_color(k, kinds),
-                   edgecolors=["k" if s else "none" for s in kept], linewidths=0.8)
+        ax.scatter(i + rng.uniform(-0.18, 0.18, len(d)), d, s=16, alpha=0.7,
+                   color=kind_color(k, kinds), edgecolors=["k" if s else "none" for s in kept],
+                   linewidths=0.8)
         ax.plot([i - 0.3, i + 0.3], [d.mean()] * 2, color="k", lw=2)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(range(len(kinds)), kinds)
     ax.set_ylabel("fitness change")
     ax.grid(alpha=0.3, axis="y")
-    return render(fig, "Fitness change that followed each mutation: the child's fitness at the next evaluation "
-                       "minus its parent's at the selection (elite: the same member one generation later; none: an "
-                       "unmutated clone, the control). Bar: mean; black edge: the next selection kept the child.")
+    return render(fig, "Fitness change that followed each mutation: the child's fitness at the "
+                       "next evaluation minus its parent's at the selection (elite: the same "
+                       "member one generation later; none: an unmutated clone, the control). "
+                       "Bar: mean; black edge: the next selection kept the child.")
 
 
 # ----------------------------------------------------------------------------- several runs
@@ -289,7 +306,8 @@ class Curve:
 
 
 def compare(curves: dict[str, list[Curve]], caption: str) -> Plot:
-    """One panel per metric: each group's mean over its runs with a +-1 std band, and the runs faint."""
+    """One panel per metric: each group's mean over its runs with a +-1 std band, and the runs
+    faint."""
     fig, axes = grid(len(curves), cols=3, w=5.0, h=3.4)
     for ax, (title, cs) in zip(axes, curves.items(), strict=True):
         for i, c in enumerate(cs):

@@ -3,10 +3,11 @@
 The trainer (:mod:`evohpo.trainer`) decides *when* things happen: windows, evaluation,
 selection, mutation, checkpoints. A runtime decides *how* they run: it holds the placed members'
 envs and replay memory, collects a window of experience while the members learn, plays their
-evaluation episodes, and saves and restores what it holds. :class:`~evohpo.runtime.local.LocalRuntime`
-runs everything in this process; :class:`~evohpo.distributed.driver.RayRuntime` runs member
-groups in Ray actors. Both keep the same per-env bookkeeping (episodes in progress, returns
-so far, the window's losses), so a checkpoint of one resumes on the other.
+evaluation episodes, and saves and restores what it holds.
+:class:`~evohpo.runtime.local.LocalRuntime` runs everything in this process;
+:class:`~evohpo.distributed.driver.RayRuntime` runs member groups in Ray actors. Both keep the
+same per-env bookkeeping (episodes in progress, returns so far, the window's losses), so a
+checkpoint of one resumes on the other.
 """
 
 from __future__ import annotations

@@ -122,9 +122,11 @@ class Push(Scenario):
         p, v, n = self.world.pos, self.world.vel, self.n
         goal = p[np.arange(n), 2 + self.goal]
         lm_colors = np.broadcast_to(PUSH_LANDMARK_COLORS.reshape(1, -1), (n, 6))
-        good = np.concatenate([v[:, 1], goal - p[:, 1], PUSH_AGENT_COLORS[self.goal], flat(p[:, 2:] - p[:, 1:2]),
-                               lm_colors, p[:, 0] - p[:, 1]], axis=1, dtype=np.float32)
-        adv = np.concatenate([v[:, 0], flat(p[:, 2:] - p[:, 0:1]), p[:, 1] - p[:, 0]], axis=1, dtype=np.float32)
+        good = np.concatenate([v[:, 1], goal - p[:, 1], PUSH_AGENT_COLORS[self.goal],
+                               flat(p[:, 2:] - p[:, 1:2]), lm_colors, p[:, 0] - p[:, 1]],
+                              axis=1, dtype=np.float32)
+        adv = np.concatenate([v[:, 0], flat(p[:, 2:] - p[:, 0:1]), p[:, 1] - p[:, 0]], axis=1,
+                             dtype=np.float32)
         return {"adversary_0": adv, "agent_0": good}
 
     def rewards(self) -> dict[str, np.ndarray]:

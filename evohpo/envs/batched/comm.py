@@ -26,7 +26,8 @@ class Simple(Scenario):
 
     def build(self, kw: dict[str, Any]) -> None:
         self.agents = ("agent_0",)
-        self.world = World(self.n, [agent(collide=False, silent=True)], [landmark(collide=False)], dim_c=0)
+        self.world = World(self.n, [agent(collide=False, silent=True)], [landmark(collide=False)],
+                           dim_c=0)
 
     def reset(self, idx: np.ndarray, gens: Sequence[np.random.Generator]) -> None:
         self.world.pos[idx] = draw(gens, lambda g: g.uniform(-1, 1, (2, 2)))
@@ -65,7 +66,8 @@ class SpeakerListener(Scenario):
 
     def observe(self) -> dict[str, np.ndarray]:
         p, v, c = self.world.pos, self.world.vel, self.world.c
-        listener = np.concatenate([v[:, 1], flat(p[:, 2:] - p[:, 1:2]), c[:, 0]], axis=1, dtype=np.float32)
+        listener = np.concatenate([v[:, 1], flat(p[:, 2:] - p[:, 1:2]), c[:, 0]], axis=1,
+                                  dtype=np.float32)
         return {"speaker_0": SL_COLORS[self.goal].astype(np.float32), "listener_0": listener}
 
     def rewards(self) -> dict[str, np.ndarray]:
@@ -95,8 +97,10 @@ class Reference(Scenario):
     def build(self, kw: dict[str, Any]) -> None:
         self.local_ratio = float(kw["local_ratio"])
         self.agents = ("agent_0", "agent_1")
-        self.world = World(self.n, [agent(collide=False)] * 2, [landmark(collide=False)] * 3, dim_c=10)
-        self.goal = np.zeros((self.n, 2), np.int64)  # goal[:, j]: where agent j wants the other to go
+        self.world = World(self.n, [agent(collide=False)] * 2, [landmark(collide=False)] * 3,
+                           dim_c=10)
+        # goal[:, j]: where agent j wants the other to go
+        self.goal = np.zeros((self.n, 2), np.int64)
 
     def reset(self, idx: np.ndarray, gens: Sequence[np.random.Generator]) -> None:
         self.goal[idx] = draw(gens, lambda g: [g.integers(3), g.integers(3)])
@@ -107,8 +111,9 @@ class Reference(Scenario):
         p, v, c = self.world.pos, self.world.vel, self.world.c
         out = {}
         for j, a in enumerate(self.agents):
-            out[a] = np.concatenate([v[:, j], flat(p[:, 2:] - p[:, j:j + 1]), REF_COLORS[self.goal[:, j]],
-                                     c[:, 1 - j]], axis=1, dtype=np.float32)
+            out[a] = np.concatenate([v[:, j], flat(p[:, 2:] - p[:, j:j + 1]),
+                                     REF_COLORS[self.goal[:, j]], c[:, 1 - j]],
+                                    axis=1, dtype=np.float32)
         return out
 
     def rewards(self) -> dict[str, np.ndarray]:
@@ -135,8 +140,8 @@ class Crypto(Scenario):
 
     def build(self, kw: dict[str, Any]) -> None:
         self.agents = ("eve_0", "bob_0", "alice_0")
-        self.world = World(self.n, [agent(movable=False, collide=False)] * 3, [landmark(collide=False)] * 2,
-                           dim_c=4)
+        self.world = World(self.n, [agent(movable=False, collide=False)] * 3,
+                           [landmark(collide=False)] * 2, dim_c=4)
         self.goal = np.zeros(self.n, np.int64)
         self.key = np.zeros(self.n, np.int64)
         self.colors = np.eye(4)[:2]  # landmark i's colour: one-hot i over dim_c

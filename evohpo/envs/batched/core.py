@@ -109,7 +109,8 @@ class World:
             force[:, ci[movers]] += f[:, movers, b]
 
     def step(self, u: np.ndarray, c_act: np.ndarray) -> None:
-        """Advance every world one step: ``u`` [n, agents, 2] forces from actions, ``c_act`` utterances."""
+        """Advance every world one step: ``u`` [n, agents, 2] forces from actions, ``c_act``
+        utterances."""
         if self.moving is not None:
             m = self.moving
             force = u.copy() if self.colliders.size else u
@@ -125,7 +126,8 @@ class World:
                 fast = speed > self.max_speed
                 if fast.any():
                     scale = np.where(fast, speed, 1.0)
-                    vel = np.where(fast[..., None], vel / scale[..., None] * self.max_speed[:, None], vel)
+                    vel = np.where(fast[..., None],
+                                   vel / scale[..., None] * self.max_speed[:, None], vel)
             self.pos[:, m] = pos
             self.vel[:, m] = vel
         # utterances are set directly (mpe2 sets no communication noise in any scenario)
@@ -167,7 +169,8 @@ def nearest(rel: np.ndarray, k: int, *values: np.ndarray) -> list[np.ndarray]:
 
 def others_index(n_agents: int) -> np.ndarray:
     """[agents, agents - 1]: for each agent, the other agents in mpe2's order."""
-    return np.array([[o for o in range(n_agents) if o != j] for j in range(n_agents)], dtype=np.intp)
+    return np.array([[o for o in range(n_agents) if o != j] for j in range(n_agents)],
+                    dtype=np.intp)
 
 
 def relative(p: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -301,7 +304,8 @@ class Scenario(abc.ABC):
                      np.stack([actions[a].reshape(self.n, -1) for a in names], axis=1))
                 x = np.clip(x.astype(np.float32, copy=False), np.float32(0), np.float32(1))
                 if x.shape[2] != size:
-                    raise ValueError(f"actions of {names[0]} have {x.shape[2]} entries; expected {size}")
+                    raise ValueError(f"actions of {names[0]} have {x.shape[2]} entries; "
+                                     f"expected {size}")
                 off = 0
                 if movable:
                     self.u[:, sl, 0] = x[..., 2] - x[..., 1]
@@ -314,7 +318,8 @@ class Scenario(abc.ABC):
                 k = (actions[names[0]].reshape(self.n, 1) if len(names) == 1 else
                      np.stack([actions[a].reshape(self.n) for a in names], axis=1)).astype(np.int64)
                 if k.size and (k.min() < 0 or k.max() >= size):
-                    raise ValueError(f"discrete actions of {', '.join(names)} must lie in [0, {size})")
+                    raise ValueError(f"discrete actions of {', '.join(names)} must lie in "
+                                     f"[0, {size})")
                 if movable:
                     self.u[:, sl] = MOVES[k % MDIM] * self.world.sensitivity[sl, None]
                     k = k // MDIM

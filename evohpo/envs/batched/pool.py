@@ -26,24 +26,27 @@ from evohpo.errors import ConfigError, EnvError
 
 
 class BatchedPool(VectorPool):
-    def __init__(self, name: str, kwargs: dict[str, Any], num_envs: int, spec: EnvSpec | None = None):
+    def __init__(self, name: str, kwargs: dict[str, Any], num_envs: int,
+                 spec: EnvSpec | None = None):
         if name not in SCENARIOS:
             raise ConfigError(f"env {name!r} has no batched implementation; batched envs: "
                               f"{', '.join(SCENARIOS)}")
         self.name, self.kwargs = name, dict(kwargs)
         self.num_envs = n = num_envs
         self.scenario = SCENARIOS[name](n, **self.kwargs)
-        self.scenario.reset(np.arange(n), [np.random.default_rng(0) for _ in range(n)])  # for the spec
+        # for the spec
+        self.scenario.reset(np.arange(n), [np.random.default_rng(0) for _ in range(n)])
         own = self._spec()
         if spec is not None and spec != own:
-            raise EnvError(f"env {name!r}: the batched backend's spaces ({own.describe()}) differ from "
-                           f"mpe2's ({spec.describe()}); use env.backend=pettingzoo")
+            raise EnvError(f"env {name!r}: the batched backend's spaces ({own.describe()}) "
+                           f"differ from mpe2's ({spec.describe()}); use env.backend=pettingzoo")
         self.spec = own
         self.t = np.zeros(n, np.int64)         # steps into the current episode
         self.episodes = np.zeros(n, np.int64)  # episodes finished, per env
         self.seeds: list[int | None] = [None] * n
         self.gens = [np.random.default_rng() for _ in range(n)]  # continued when reset unseeded
-        self.log = {a: np.zeros((min(self.scenario.max_cycles, 64), n, self._act_width(a)), np.float32)
+        self.log = {a: np.zeros((min(self.scenario.max_cycles, 64), n, self._act_width(a)),
+                                np.float32)
                     for a in self.spec.agents}  # this episode's actions, to rebuild an env
         self._actions: dict[str, np.ndarray] | None = None
         self._rows = np.arange(n)
@@ -82,7 +85,8 @@ class BatchedPool(VectorPool):
         if self._actions is not None:
             raise RuntimeError("step_async called twice without step_wait")
         n = self.num_envs
-        self._actions = {a: np.array(actions[a], dtype=np.float32).reshape(n, -1) for a in self.spec.agents}
+        self._actions = {a: np.array(actions[a], dtype=np.float32).reshape(n, -1)
+                         for a in self.spec.agents}
 
     def _record(self, actions: dict[str, np.ndarray]) -> None:
         self._log_rows(int(self.t.max()) + 1)
@@ -100,7 +104,8 @@ class BatchedPool(VectorPool):
         self.t += 1
         truncated = self.t >= sc.max_cycles
         term = sc.terminal()
-        terminated = np.zeros(n, bool) if term is None else term & ~truncated  # mpe2: truncation first
+        # mpe2: truncation first
+        terminated = np.zeros(n, bool) if term is None else term & ~truncated
         next_obs = sc.observe()
         done = truncated | terminated
         if done.any():
@@ -120,10 +125,12 @@ class BatchedPool(VectorPool):
 
     # ----------------------------------------------------------------------------- state as data
     def get_state(self) -> list[dict[str, Any]]:
-        """Each env's seed, episode number and the actions of this episode (as EnvSlots logs them)."""
+        """Each env's seed, episode number and the actions of this episode (as EnvSlots logs
+        them)."""
         out = []
         for i in range(self.num_envs):
-            acts = [{a: (int(self.log[a][k, i, 0]) if self.spec[a].discrete else self.log[a][k, i].copy())
+            acts = [{a: (int(self.log[a][k, i, 0]) if self.spec[a].discrete
+                         else self.log[a][k, i].copy())
                      for a in self.spec.agents} for k in range(int(self.t[i]))]
             out.append({"seed": self.seeds[i], "episode": int(self.episodes[i]), "actions": acts})
         return out
@@ -134,7 +141,8 @@ class BatchedPool(VectorPool):
         Envs are replayed in groups of equal episode length, each group in one batched run.
         """
         if len(states) != self.num_envs:
-            raise ValueError(f"env state for {len(states)} envs, but this pool holds {self.num_envs}")
+            raise ValueError(f"env state for {len(states)} envs, but this pool holds "
+                             f"{self.num_envs}")
         if any(st["seed"] is None for st in states):
             raise ValueError("an env reset without a seed cannot be rebuilt")
         self.seeds = [int(st["seed"]) for st in states]
@@ -147,8 +155,8 @@ class BatchedPool(VectorPool):
             sub = SCENARIOS[self.name](len(idx), **self.kwargs)
             sub.reset(np.arange(len(idx)), self._episode_gens(idx))
             for k in range(int(length)):
-                acts = {a: np.array([np.asarray(states[int(i)]["actions"][k][a], np.float32).reshape(-1)
-                                     for i in idx]) for a in self.spec.agents}
+                acts = {a: np.array([np.asarray(states[int(i)]["actions"][k][a], np.float32)
+                                     .reshape(-1) for i in idx]) for a in self.spec.agents}
                 self._record_rows(idx, k, acts)
                 sub.step(acts)
             for name in sc.state_names():

@@ -81,7 +81,8 @@ class Spread(Scenario):
         if self.k_agents is not None:
             rel_ag, comm = nearest_per_agent(rel_ag, self.k_agents, comm)
         n = self.n
-        parts = [v, p, rel_lm.reshape(n, na, -1), rel_ag.reshape(n, na, -1), comm.reshape(n, na, -1)]
+        parts = [v, p, rel_lm.reshape(n, na, -1), rel_ag.reshape(n, na, -1),
+                 comm.reshape(n, na, -1)]
         return split(np.concatenate(parts, axis=2), self.agents)
 
     def _cover(self) -> np.ndarray:

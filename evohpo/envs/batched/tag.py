@@ -34,7 +34,8 @@ class Tag(Scenario):
 
     mpe2_module = "mpe2.simple_tag_v3"
     params = {"num_good": 1, "num_adversaries": 3, "num_obstacles": 2, "curriculum": False,
-              "terminate_on_success": False, "num_agent_neighbors": None, "num_landmark_neighbors": None}
+              "terminate_on_success": False, "num_agent_neighbors": None,
+              "num_landmark_neighbors": None}
 
     def build(self, kw: dict[str, Any]) -> None:
         ng, na, no = int(kw["num_good"]), int(kw["num_adversaries"]), int(kw["num_obstacles"])
@@ -87,7 +88,8 @@ class Tag(Scenario):
     def rewards(self) -> dict[str, np.ndarray]:
         caught = self._caught()
         adv = 10.0 * caught.sum(axis=(1, 2))
-        prey = _bound(-10.0 * caught.sum(axis=1), self.world.pos[:, self.na:self.world.num_agents], 1.0)
+        prey = _bound(-10.0 * caught.sum(axis=1), self.world.pos[:, self.na:self.world.num_agents],
+                      1.0)
         out = {a: adv.copy() for a in self.agents[:self.na]}
         out.update({a: prey[:, j] for j, a in enumerate(self.agents[self.na:])})
         return out
@@ -102,7 +104,8 @@ class WorldComm(Scenario):
     """simple_tag with food, forests that hide whoever is inside, and a leader who speaks."""
 
     mpe2_module = "mpe2.simple_world_comm_v3"
-    params = {"num_good": 2, "num_adversaries": 4, "num_obstacles": 1, "num_food": 2, "num_forests": 2}
+    params = {"num_good": 2, "num_adversaries": 4, "num_obstacles": 1, "num_food": 2,
+              "num_forests": 2}
 
     def build(self, kw: dict[str, Any]) -> None:
         ng, na = int(kw["num_good"]), int(kw["num_adversaries"])
@@ -138,7 +141,8 @@ class WorldComm(Scenario):
     def _touch(self, a: slice, b: slice) -> np.ndarray:
         """[n, |a|, |b|]: which entities of ``a`` overlap which of ``b`` (mpe2's is_collision)."""
         w = self.world
-        return np.asarray(dist(w.pos[:, a, None], w.pos[:, None, b]) < w.size[a, None] + w.size[None, b])
+        return np.asarray(dist(w.pos[:, a, None], w.pos[:, None, b])
+                          < w.size[a, None] + w.size[None, b])
 
     def observe(self) -> dict[str, np.ndarray]:
         w, n = self.world, self.n
@@ -151,7 +155,8 @@ class WorldComm(Scenario):
         out_j = ~np.any(inf, axis=2)
         seen = shared | (out_j[:, :, None] & out_j[:, self.others])
         seen[:, 0] = True
-        rel_ag = np.where(seen[..., None], relative(p, p)[:, np.arange(A)[:, None], self.others], 0.0)
+        rel_ag = np.where(seen[..., None], relative(p, p)[:, np.arange(A)[:, None], self.others],
+                          0.0)
         vel = np.where(seen[..., None], v[:, self.others], 0.0)
         forest = np.where(inf, 1.0, -1.0)
         comm = np.broadcast_to(w.c[:, None, 0], (n, A, w.dim_c))
@@ -160,7 +165,8 @@ class WorldComm(Scenario):
         good_vel = vel[:, na:, na:].reshape(n, self.ng, -1)
         out = split(np.concatenate([base[:, :na], adv_vel, forest[:, :na], comm[:, :na]], axis=2),
                     self.agents[:na])
-        out.update(split(np.concatenate([base[:, na:], forest[:, na:], good_vel], axis=2), self.agents[na:]))
+        out.update(split(np.concatenate([base[:, na:], forest[:, na:], good_vel], axis=2),
+                         self.agents[na:]))
         return out
 
     def rewards(self) -> dict[str, np.ndarray]:

@@ -66,7 +66,8 @@ class CollectTreasure(Scenario):
         A = w.num_agents
         self.respawned = ~self.alive
         self.found = np.zeros(self.n)
-        near = dist(w.pos[:, A:, None], w.pos[:, None, :nc]) < 0.025 + 0.05  # [n, treasures, collectors]
+        # [n, treasures, collectors]
+        near = dist(w.pos[:, A:, None], w.pos[:, None, :nc]) < 0.025 + 0.05
         rows_all = np.arange(self.n)
         for t in range(self.nt):  # a collector carries one treasure: the first free one takes it
             free = near[:, t] & (self.holding < 0) & self.alive[:, t, None]
@@ -97,7 +98,8 @@ class CollectTreasure(Scenario):
         pc = w.pos[:, :nc]
         crowd = dist(pc[:, :, None], pc[:, None, :]) < 0.05 + 0.05
         col = -5.0 * (crowd & ~np.eye(nc, dtype=bool)).sum(axis=2)
-        to_treasure = np.where(self.alive[:, None, :], dist(w.pos[:, A:][:, None], pc[:, :, None]), np.inf)
+        to_treasure = np.where(self.alive[:, None, :], dist(w.pos[:, A:][:, None], pc[:, :, None]),
+                               np.inf)
         nearest = to_treasure.min(axis=2)
         carrying = self.holding >= 0
         target = w.pos[np.arange(self.n)[:, None], nc + np.maximum(self.holding, 0)]
@@ -105,8 +107,9 @@ class CollectTreasure(Scenario):
         col = np.where(carrying | ~np.isinf(nearest), col - 0.1 * shaping, col)
         out = {a: col[:, j] + glob for j, a in enumerate(self.agents[:nc])}
         pd = w.pos[:, nc:A]
+        # [n, deposits, collectors]
         to_carrier = np.where((self.holding[:, None, :] == np.arange(self.nd)[None, :, None]),
-                              dist(pc[:, None], pd[:, :, None]), np.inf)  # [n, deposits, collectors]
+                              dist(pc[:, None], pd[:, :, None]), np.inf)
         closest = to_carrier.min(axis=2)
         centroid = pc.mean(axis=1)
         dep = np.where(np.isinf(closest), dist(centroid[:, None], pd), closest)
@@ -139,7 +142,8 @@ class CollectTreasure(Scenario):
         tp = w.pos[:, A:]
         key = np.where(self.alive[:, None, :], dist(tp[:, None], p[:, :, None]), 1e6)
         order = np.argsort(key, axis=2, kind="stable")
-        feats = np.concatenate([tp, np.eye(nd)[self.kind], self.alive[..., None]], axis=2).reshape(n * T, -1)
+        feats = np.concatenate([tp, np.eye(nd)[self.kind], self.alive[..., None]],
+                               axis=2).reshape(n * T, -1)
         treasure = np.take(feats, (np.arange(n) * T)[:, None, None] + order, axis=0)
         treasure[..., :2] -= p[:, :, None]
         treasure = np.where(treasure[..., -1:] > 0, treasure[..., :-1], 0.0)  # dead: zeros
