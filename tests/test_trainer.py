@@ -156,3 +156,39 @@ def test_cli_smoke_every_env(env: str, continuous: bool, pool: str, tmp_path: Pa
     assert C.read_yaml(run / "config.yaml")["env"]["name"] == env
     assert (run / "lineage.jsonl").exists()
     assert "done: 3 generations" in capsys.readouterr().out
+
+
+def test_updates_per_learn_keep_a_floor_per_env_step() -> None:
+    from evohpo.runtime.local import updates_per_learn
+
+    def life(learn_step: int, learns: int, floor: float = 0.04, start: int = 0) -> list[int]:
+        return [updates_per_learn(start + k * learn_step, learn_step, 1, floor)
+                for k in range(1, learns + 1)]
+
+    assert life(25, 8) == [1] * 8                # the presets: unchanged
+    assert life(25, 8, start=7) == [1] * 8       # wherever a member's count stands
+    assert life(400, 3) == [16] * 3              # not 1 step per 400 env steps
+    assert life(30, 5) == [1, 1, 1, 1, 2]        # 6 in 150 env steps: 0.04 each, exactly
+    assert life(10, 5) == [1] * 5                # gradient_steps above the floor stands
+    assert life(400, 3, floor=0.0) == [1] * 3    # 0: off
+    assert updates_per_learn(400, 400, 20, 0.04) == 20
+
+
+@pytest.mark.parametrize(("floor", "per_learn"), [(0.0, 1), (0.5, 4)])
+def test_a_large_learn_step_still_updates_per_env_step(floor: float, per_learn: int,
+                                                       tmp_path: Path) -> None:
+    # 1 member on both envs, 32 vector steps (64 of its env steps): it learns once per 8 of them,
+    # at the start of vector steps 5, 9, ..., 29 (learning runs before a step is counted): 7
+    # times; each time 1 gradient step, or 4 where 0.5 per env step is asked for (8 x 0.5).
+    # One MATD3 update is one critic step.
+    cfg = tiny(steps=64, population={"size": 1},
+               evolution={"evo_steps": 1000, "tournament_size": 1},
+               algo={"learn_step": 8, "min_updates_per_step": floor},
+               mutation={"none": 1.0, "hyperparameters": 0.0, "weights": 0.0,
+                         "architecture": 0.0, "activation": 0.0})
+    t = Trainer(cfg)
+    try:
+        t.train()
+    finally:
+        t.close()
+    assert t.members[0].algo.updates == 7 * per_learn

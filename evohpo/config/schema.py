@@ -58,7 +58,13 @@ class AlgoConfig:
     tau: float = _f(0.01, "polyak factor for target networks", lo=0, hi=1, lo_open=True)
     batch_size: int = _f(256, "transitions per gradient step", lo=1)
     learn_step: int = _f(50, "a member learns once per this many of its own env steps", lo=1)
-    gradient_steps: int = _f(1, "gradient steps each time a member learns", lo=1)
+    gradient_steps: int = _f(
+        1, "gradient steps each time a member learns (at least min_updates_per_step x "
+        "learn_step)", lo=1)
+    min_updates_per_step: float = _f(
+        0.04, "fewest gradient steps per env step of a member's own (0: off): past learn_step "
+        "1/this, each learn takes more, so learn_step sets how often a member learns, not how "
+        "little (a critic left behind its data steers the actor into drift)", lo=0, hi=1)
     max_grad_norm: float | None = _f(
         0.5, "clip gradient norm (null: no clipping)", lo=0, lo_open=True)
     policy_delay: int | None = _f(

@@ -11,6 +11,7 @@ its slot's envs. Learning runs between ``step_async`` and ``step_wait``, overlap
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +55,24 @@ def check_memory(spec: EnvSpec, capacity: int) -> None:
         raise ConfigError(f"config key 'buffer.capacity': {capacity:,} transitions need "
                           f"{human_bytes(need)} but only {human_bytes(have)} of memory is "
                           "available; lower buffer.capacity")
+
+
+def updates_per_learn(done: int, learn_step: int, gradient_steps: int,
+                      min_per_step: float) -> int:
+    """Gradient steps a member takes when it learns (once per ``learn_step`` of its env steps).
+
+    ``gradient_steps``, or more where that falls below ``min_per_step`` per env step: the
+    gradient steps owed for the ``learn_step`` env steps up to ``done`` (the member's env steps
+    that its learns have taken in, this one's included), so over its life a member takes at
+    least ``min_per_step`` per env step, for any learn_step. With too few updates for its data
+    (say learn_step 400, one step each), a critic never fits the data: its action-gradient stays
+    the same in every state, and the actor following it becomes one constant push (on
+    speaker-listener the listener drifts off, far below random).
+    """
+    def owed(n: int) -> int:
+        return math.floor(n * min_per_step + 1e-9)
+
+    return max(gradient_steps, owed(done) - owed(done - learn_step))
 
 
 def resolve_device(name: str) -> torch.device:
@@ -148,7 +167,10 @@ class LocalRuntime(Runtime):
                 m.learn_acc -= m.hp.learn_step
                 if not ready or len(self.buffer) < m.hp.batch_size:
                     continue
-                for _ in range(self.cfg.algo.gradient_steps):
+                algo = self.cfg.algo
+                n = updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
+                                      algo.gradient_steps, algo.min_updates_per_step)
+                for _ in range(n):
                     if m.diverged:
                         break
                     metrics = m.algo.learn(self.buffer.sample(m.hp.batch_size, m.rng))
