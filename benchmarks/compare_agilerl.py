@@ -111,7 +111,8 @@ def our_config(seed: int, torch_threads: int, num_envs: int = NUM_ENVS) -> Any:
         "population": {"size": POP},
         "evolution": {"evo_steps": EVO_STEPS, "learning_delay": 0, "tournament_size": 2,
                       "elitism": True},
-        "algo": {"batch_size": BATCH, "learn_step": LEARN_STEP, "lr_actor": LR_ACTOR,
+        "algo": {"min_updates_per_step": 0,  # one update per learn_step, as AgileRL
+                 "batch_size": BATCH, "learn_step": LEARN_STEP, "lr_actor": LR_ACTOR,
                  "lr_critic": LR_CRITIC, "gamma": GAMMA, "tau": TAU, "noise": "ou",
                  "expl_noise": 0.1, "ou_theta": 0.15, "ou_dt": 0.01},
         "mutation": mutation, "eval": {"episodes": 8}, "buffer": {"capacity": MEMORY},

@@ -68,7 +68,8 @@ def loop_table(env: str, algos: list[str], steps: int, threads: int) -> None:
                 "env": {"num_envs": 8, "pool": pool, "backend": backend},
                 "population": {"size": 4},
                 "evolution": {"evo_steps": 10_000, "learning_delay": 1_000},
-                "algo": {"learn_step": 100, "batch_size": 128}, "logging": {"console": False}})
+                "algo": {"learn_step": 100, "batch_size": 128, "min_updates_per_step": 0},
+                "logging": {"console": False}})
             log = Collect(echo=False)
             summary = run(cfg, log)
             print(f"{algo:<8}{backend:<12}{pool:<8}"
