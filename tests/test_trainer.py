@@ -1,4 +1,5 @@
-"""The loop end to end: final-observation semantics, budgets, reproducibility, every env via the CLI."""
+"""The loop end to end: final-observation semantics, budgets, reproducibility, every env via the
+CLI."""
 
 from __future__ import annotations
 
@@ -58,12 +59,14 @@ def test_stored_next_obs_at_truncation_is_real_final_obs(continuous: bool) -> No
             np.testing.assert_array_equal(res.next_obs[a][0], ref_obs[a])
         obs = res.obs
     # step 25: mpe2 truncates; the pool reset the env but stored the real final observation
-    assert res.done[0] and all(res.truncated[a][0] and not res.terminated[a][0] for a in spec.agents)
+    assert res.done[0] and all(res.truncated[a][0] and not res.terminated[a][0]
+                               for a in spec.agents)
     reset_obs, _ = ref.reset(seed=episode_seed(11, 1))  # each episode is reset with its own seed
     for a in spec.agents:
         np.testing.assert_array_equal(res.obs[a][0], reset_obs[a])
         np.testing.assert_array_equal(buf.next_obs[24, buf.obs_slices[a]], ref_obs[a])
-    # the listener's final position differs from its new start (the speaker's goal colour may repeat)
+    # the listener's final position differs from its new start (the speaker's goal colour may
+    # repeat)
     assert not np.array_equal(res.next_obs["listener_0"][0], res.obs["listener_0"][0])
     assert buf.terminated[:25].sum() == 0  # truncation is stored as "bootstrap"
 
@@ -83,7 +86,8 @@ def run_trainer(cfg: C.Config, tmp: Path) -> tuple[list[dict], list[dict]]:
 
 
 def strip_time(ms: list[dict]) -> list[dict]:
-    return [{k: v for k, v in m.items() if not k.startswith("time/") and k != "train/env_steps_per_s"}
+    return [{k: v for k, v in m.items()
+             if not k.startswith("time/") and k != "train/env_steps_per_s"}
             for m in ms]
 
 
@@ -94,7 +98,8 @@ def test_same_seed_same_run_and_async_matches_sync(tmp_path: Path) -> None:
     assert strip_time(m1) == strip_time(m2) and l1 == l2
     assert len(l1) > 0 and any(r["kind"] == "hyperparameters" for r in l1)
     # the async pool runs the same envs with the same seeds in workers: same results
-    m3, l3 = run_trainer(C.load([C.to_dict(cfg), {"env": {"pool": "async", "workers": 2}}]), tmp_path / "c")
+    m3, l3 = run_trainer(C.load([C.to_dict(cfg), {"env": {"pool": "async", "workers": 2}}]),
+                         tmp_path / "c")
     assert strip_time(m1) == strip_time(m3) and l1 == l3
     # another seed differs
     m4, _ = run_trainer(C.load([C.to_dict(cfg), {"seed": 1}]), tmp_path / "d")
@@ -136,18 +141,20 @@ def test_target_fitness_stops_early(tmp_path: Path) -> None:
 MODES = [(env, cont) for env in MPE2_ENVS for cont in (False, True)]
 
 
-@pytest.mark.parametrize(("env", "continuous"), MODES, ids=[f"{e}-{'cont' if c else 'disc'}" for e, c in MODES])
+@pytest.mark.parametrize(("env", "continuous"), MODES,
+                         ids=[f"{e}-{'cont' if c else 'disc'}" for e, c in MODES])
 @pytest.mark.parametrize("pool", ["sync", "async"])
 def test_cli_smoke_every_env(env: str, continuous: bool, pool: str, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    code = main(["train", "--algo", "matd3" if continuous else "maddpg", "--env", env, "--steps", "48",
-                 "--run-dir", str(run), "--quiet",
+    code = main(["train", "--algo", "matd3" if continuous else "maddpg", "--env", env,
+                 "--steps", "48", "--run-dir", str(run), "--quiet",
                  "--set", f"env.kwargs.continuous_actions={str(continuous).lower()}",
                  "--set", "env.kwargs.max_cycles=8", "--set", f"env.pool={pool}",
                  "--set", "env.num_envs=2", "--set", "env.workers=2", "--set", "population.size=2",
                  "--set", "evolution.evo_steps=8", "--set", "evolution.learning_delay=0",
-                 "--set", "algo.batch_size=8", "--set", "algo.learn_step=2", "--set", "algo.hidden=[8]",
+                 "--set", "algo.batch_size=8", "--set", "algo.learn_step=2",
+                 "--set", "algo.hidden=[8]",
                  "--set", "eval.episodes=1", "--set", "buffer.capacity=500"])
     assert code == 0
     ms = read_jsonl(run / "metrics.jsonl")

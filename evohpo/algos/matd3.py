@@ -66,7 +66,7 @@ class LearnInputs:
     act_all: list[torch.Tensor]    # per agent [B, act_dim], from the buffer
     critic_in: torch.Tensor        # [B, sum obs_dim + sum act_dim]
     targets: dict[str, torch.Tensor]
-    masks: list[torch.Tensor]      # per agent [B]: 1 where it acted (an agent that left teaches nothing)
+    masks: list[torch.Tensor]      # per agent [B]: 1 where it acted (one that left teaches nothing)
     denoms: list[torch.Tensor]
 
     @classmethod
@@ -75,15 +75,15 @@ class LearnInputs:
         obs_all = torch.cat([batch.obs[a] for a in agents], dim=1)
         act_all = [batch.actions[a] for a in agents]
         masks = [batch.alive[a] for a in agents]
-        return cls(batch, obs_all, act_all, torch.cat([obs_all, *act_all], dim=1), algo.td_targets(batch),
-                   masks, [m.sum().clamp(min=1.0) for m in masks])
+        return cls(batch, obs_all, act_all, torch.cat([obs_all, *act_all], dim=1),
+                   algo.td_targets(batch), masks, [m.sum().clamp(min=1.0) for m in masks])
 
 
 class MATD3:
     def __init__(self, spec: EnvSpec, hp: Hyperparams, sw: Switches, hidden: list[int],
                  activation: str, seed: int, device: torch.device | str = "cpu",
                  arch: dict[str, dict[str, Any]] | None = None):
-        """``arch`` (as :meth:`arch` returns it) gives each agent its own shapes instead of ``hidden``."""
+        """``arch`` (as :meth:`arch` returns it) gives each agent its own shapes, not ``hidden``."""
         self.spec, self.hp, self.sw = spec, hp, sw
         self.agents = spec.agents
         self.device = torch.device(device)
@@ -105,8 +105,8 @@ class MATD3:
         spec = self.spec
         joint = sum(spec[a].obs_dim + spec[a].act_dim for a in self.agents)
         n_critics = 2 if self.sw.twin_critics else 1
-        self.actors = {a: MLP(spec[a].obs_dim, spec[a].act_dim, arch[a]["actor"], arch[a]["activation"],
-                              init_gen) for a in self.agents}
+        self.actors = {a: MLP(spec[a].obs_dim, spec[a].act_dim, arch[a]["actor"],
+                              arch[a]["activation"], init_gen) for a in self.agents}
         self.critics = {a: [MLP(joint, 1, arch[a]["critic"], arch[a]["activation"], init_gen)
                             for _ in range(n_critics)] for a in self.agents}
         self._to_device()
@@ -124,11 +124,12 @@ class MATD3:
     def make_optimizers(self) -> None:
         self.actor_opts = {a: optim.adam(self.actors[a].parameters(), self.hp.lr_actor, self.device)
                            for a in self.agents}
-        self.critic_opts = {a: optim.adam([p for c in self.critics[a] for p in c.parameters()], self.hp.lr_critic,
-                                    self.device) for a in self.agents}
+        self.critic_opts = {a: optim.adam([p for c in self.critics[a] for p in c.parameters()],
+                                          self.hp.lr_critic, self.device) for a in self.agents}
 
     def set_hyperparams(self, **changes: Any) -> None:
-        """Change hyperparameters; learning rates change in the optimizers in place (Adam state kept)."""
+        """Change hyperparameters; learning rates change in the optimizers in place (Adam state
+        kept)."""
         self.hp = dataclasses.replace(self.hp, **changes)
         for opt in self.actor_opts.values():
             for g in opt.param_groups:
@@ -172,7 +173,8 @@ class MATD3:
             x[done] = 0.0
         # x <- x - theta x dt + sigma sqrt(dt) N(0, 1), in float32
         th, dt = self.sw.ou_theta, self.sw.ou_dt
-        x = x * np.float32(1.0 - th * dt) + np.float32(sigma * np.sqrt(dt)) * rng.standard_normal((n, dim), np.float32)
+        x = (x * np.float32(1.0 - th * dt)
+             + np.float32(sigma * np.sqrt(dt)) * rng.standard_normal((n, dim), np.float32))
         self.ou_state[agent] = x
         return x
 
@@ -212,12 +214,14 @@ class MATD3:
         """
         with torch.no_grad():
             next_obs_all = torch.cat([batch.next_obs[a] for a in self.agents], dim=1)
-            next_act = torch.cat([self._policy_action(a, batch.next_obs[a], self.actor_targets[a], smooth=True)
+            next_act = torch.cat([self._policy_action(a, batch.next_obs[a], self.actor_targets[a],
+                                                      smooth=True)
                                   for a in self.agents], dim=1)
             target_in = torch.cat([next_obs_all, next_act], dim=1)
             out = {}
             for a in self.agents:
-                q_next = torch.stack([t(target_in).squeeze(1) for t in self.critic_targets[a]]).min(0).values
+                q_next = torch.stack([t(target_in).squeeze(1)
+                                      for t in self.critic_targets[a]]).min(0).values
                 out[a] = batch.rewards[a] + self.sw.gamma * (1.0 - batch.terminated[a]) * q_next
             return out
 
@@ -235,12 +239,14 @@ class MATD3:
         update_actor = self.updates % self.sw.policy_delay == 0
         critic_losses = [self.critic_loss(i, inputs) for i in range(len(agents))]
         self._step([self.critic_opts[a] for a in agents], critic_losses)
-        metrics = {f"critic_loss/{a}": loss.item() for a, loss in zip(agents, critic_losses, strict=True)}
+        metrics = {f"critic_loss/{a}": loss.item()
+                   for a, loss in zip(agents, critic_losses, strict=True)}
         if update_actor:
             actor_losses = [self.actor_loss(i, inputs) for i in range(len(agents))]
             self._step([self.actor_opts[a] for a in agents], actor_losses)
             self.actor_version += 1
-            metrics.update({f"actor_loss/{a}": loss.item() for a, loss in zip(agents, actor_losses, strict=True)})
+            metrics.update({f"actor_loss/{a}": loss.item()
+                            for a, loss in zip(agents, actor_losses, strict=True)})
             self.update_targets()
         return metrics
 
@@ -253,16 +259,19 @@ class MATD3:
 
     def actor_loss(self, i: int, x: LearnInputs) -> torch.Tensor:
         """Agent i's actor: -Q_i1 of its own (differentiable) action with the other agents'
-        actions from the buffer, as in MADDPG's policy gradient; plus a small penalty on its raw outputs."""
+        actions from the buffer, as in MADDPG's policy gradient; plus a small penalty on its raw
+        outputs."""
         a = self.agents[i]
         act_i, raw = self._train_action(a, x.batch.obs[a])
         joint = torch.cat([x.obs_all, *x.act_all[:i], act_i, *x.act_all[i + 1:]], dim=1)
         q = self.critics[a][0](joint).squeeze(1)
         mask = x.masks[i]
-        return (-(mask * q).sum() + self.sw.action_reg * (mask * raw.pow(2).mean(1)).sum()) / x.denoms[i]
+        return ((-(mask * q).sum() + self.sw.action_reg * (mask * raw.pow(2).mean(1)).sum())
+                / x.denoms[i])
 
     def _step(self, opts: list[torch.optim.Optimizer], losses: list[torch.Tensor]) -> None:
-        """One backward pass of all losses into the optimizers' parameters only, then clip and step each.
+        """One backward pass of all losses into the optimizers' parameters only, then clip and
+        step each.
 
         Other parameters get no gradient from these losses (the critics under an actor loss).
         """
@@ -275,7 +284,8 @@ class MATD3:
 
     def _target_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Every online parameter and its target's, in matching order; kept while the networks are
-        the same objects (weights change in place; a mutation or a load of new shapes makes new ones)."""
+        the same objects (weights change in place; a mutation or a load of new shapes makes new
+        ones)."""
         nets: list[MLP] = []
         for a in self.agents:
             nets += [self.actors[a], self.actor_targets[a]]
@@ -326,7 +336,8 @@ class MATD3:
             "actors": {a: n.state_dict() for a, n in self.actors.items()},
             "actor_targets": {a: n.state_dict() for a, n in self.actor_targets.items()},
             "critics": {a: [c.state_dict() for c in cs] for a, cs in self.critics.items()},
-            "critic_targets": {a: [c.state_dict() for c in cs] for a, cs in self.critic_targets.items()},
+            "critic_targets": {a: [c.state_dict() for c in cs]
+                               for a, cs in self.critic_targets.items()},
             "actor_opts": {a: o.state_dict() for a, o in self.actor_opts.items()},
             "critic_opts": {a: o.state_dict() for a, o in self.critic_opts.items()},
             "updates": self.updates,
@@ -338,7 +349,8 @@ class MATD3:
         """Load a state; networks (and optimizers) are rebuilt first if its architecture differs."""
         self.hp = Hyperparams(**state["hp"])
         if "arch" in state and state["arch"] != self.arch():
-            self._build_networks(state["arch"], torch.Generator().manual_seed(0))  # weights overwritten below
+            # weights overwritten below
+            self._build_networks(state["arch"], torch.Generator().manual_seed(0))
         for a in self.agents:
             self.actors[a].load_state_dict(state["actors"][a])
             self.actor_targets[a].load_state_dict(state["actor_targets"][a])
@@ -346,8 +358,9 @@ class MATD3:
                 c.load_state_dict(sd)
             for c, sd in zip(self.critic_targets[a], state["critic_targets"][a], strict=True):
                 c.load_state_dict(sd)
-            # torch's Optimizer.load_state_dict keeps the given tensors (step, moments) by reference:
-            # copy them, or two members loaded from one in-memory state would step each other's Adam
+            # torch's Optimizer.load_state_dict keeps the given tensors (step, moments) by
+            # reference: copy them, or two members loaded from one in-memory state would step
+            # each other's Adam
             self.actor_opts[a].load_state_dict(copy.deepcopy(state["actor_opts"][a]))
             self.critic_opts[a].load_state_dict(copy.deepcopy(state["critic_opts"][a]))
         self.set_hyperparams()  # the optimizers' lr follow hp
@@ -359,7 +372,8 @@ class MATD3:
     @classmethod
     def from_state_dict(cls, spec: EnvSpec, sw: Switches, state: dict[str, Any],
                         device: torch.device | str = "cpu") -> MATD3:
-        """A MATD3 whose networks have the saved shapes (per agent and network), holding the saved state."""
+        """A MATD3 whose networks have the saved shapes (per agent and network), holding the
+        saved state."""
         algo = cls(spec, Hyperparams(**state["hp"]), sw, [], "relu", 0, device, arch=state["arch"])
         algo.load_state_dict(state)
         return algo

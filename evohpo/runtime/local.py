@@ -148,7 +148,8 @@ class LocalRuntime(Runtime):
         self.count_steps()
         return True
 
-    def act(self, obs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def act(self, obs: dict[str, np.ndarray]
+            ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Each member acts, with exploration, on its own slice of the pool (all in one pass)."""
         env_act, stored = self.actor.act([m.algo for m in self.members],
                                          [m.rng for m in self.members], obs, self.done)
@@ -160,7 +161,8 @@ class LocalRuntime(Runtime):
         return env_act, stored
 
     def learn(self) -> None:
-        """Every member learns once per ``learn_step`` of its own env steps, from the shared memory."""
+        """Every member learns once per ``learn_step`` of its own env steps, from the shared
+        memory."""
         ready = self.env_steps >= self.cfg.evolution.learning_delay
         for j, m in enumerate(self.members):
             while m.learn_acc >= m.hp.learn_step:
@@ -204,8 +206,9 @@ class LocalRuntime(Runtime):
         self.restarts += 1
         limit = self.cfg.env.max_restarts
         if self.restarts > limit:
-            raise EnvError(f"{error} -- the env pool failed {self.restarts} times (env.max_restarts "
-                           f"is {limit}); stopping. The last checkpoint is kept.") from None
+            raise EnvError(f"{error} -- the env pool failed {self.restarts} times "
+                           f"(env.max_restarts is {limit}); stopping. "
+                           "The last checkpoint is kept.") from None
         self.log.message(f"{error}; restarting the env pool with fresh envs "
                          f"({self.restarts}/{limit})")
         with contextlib.suppress(Exception):
