@@ -46,7 +46,7 @@ __all__ = [
 # each kind's relative probability is the MutationConfig field of the same name; the order
 # is the order of the draw (keep it: same seed, same kinds)
 KINDS = ("none", "hyperparameters", "weights", "architecture", "activation")
-INT_HPS = ("batch_size", "learn_step")
+INT_HPS = space.INT_HPS
 
 
 def _key(f: float) -> tuple[int, float]:
@@ -102,20 +102,13 @@ def mutate_hyperparameter(hp: Any, cfg: MutationConfig, rng: np.random.Generator
     ``changes`` is empty when every mutable hyperparameter is pinned at a bound in the drawn
     direction.
     """
-    names = [f.name for f in dataclasses.fields(cfg.bounds) if getattr(cfg.bounds, f.name).mutate]
+    names = space.mutable(cfg.bounds)
     for idx in rng.permutation(len(names)):
         name = names[int(idx)]
         b = getattr(cfg.bounds, name)
         factor = float(cfg.factors[int(rng.integers(len(cfg.factors)))])
         old = getattr(hp, name)
-        new: float = min(max(old * factor, b.min), b.max)
-        if name in INT_HPS:
-            new = int(min(max(round(old * factor), math.ceil(b.min)), math.floor(b.max)))
-            if new == old and factor != 1.0:  # small ints: move by at least one step
-                new = int(min(max(old + (1 if factor > 1 else -1), math.ceil(b.min)),
-                              math.floor(b.max)))
-        if name == "expl_noise" and old == 0.0 and factor > 1:
-            new = min(b.max, max(b.min, 0.01))  # a multiplicative step cannot leave zero
+        new = space.perturb(name, old, factor, cfg.bounds)
         if new != old:
             clipped = (new == b.min or new == b.max) and new != old * factor
             op = f"*{factor:g}" + (" (clipped at bound)" if clipped else "")

@@ -106,7 +106,7 @@ def perturb(name: str, value: float, factor: float, bounds: HyperparamSpace) -> 
             new = int(min(max(value + (1 if factor > 1 else -1), math.ceil(b.min)),
                           math.floor(b.max)))
         return new
-    if value == 0.0 and factor > 1:  # a multiplicative step cannot leave zero
+    if name == "expl_noise" and value == 0.0 and factor > 1:  # a step cannot leave zero
         return min(b.max, max(b.min, 0.01))
     return float(min(max(value * factor, b.min), b.max))
 
