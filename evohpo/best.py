@@ -60,6 +60,25 @@ class BestKeeper:
         self.score, self.seed = self.play(self.algo, report), report
         return new
 
+    def keep(self, m: Any, sc: Score, generation: int, env_steps: int, eval_seed: int,
+             best_ever: float) -> tuple[float, dict[str, Any], Algorithm] | None:
+        """After a generation: the kept member's (fitness, record, algorithm) to report and
+        save, or None if nothing is to be written. ``m`` is the generation's screening winner;
+        with ``eval.confirm_episodes: 0`` the highest screening fitness ever seen is kept."""
+        if self.cfg.eval.confirm_episodes:
+            if not m.diverged:
+                self.offer(m, sc.fitness, generation, env_steps, eval_seed)
+            if self.score is None or self.algo is None:
+                return None
+            return self.score.fitness, self.record(), self.algo
+        if not sc.fitness > best_ever:
+            return None
+        return sc.fitness, {
+            "id": m.id, "parent_id": m.parent_id, "fitness": sc.fitness,
+            "per_agent": sc.per_agent, "eval_seed": eval_seed,
+            "episodes": self.cfg.eval.episodes, "hyperparams": dataclasses.asdict(m.hp),
+            "arch": m.algo.arch()}, m.algo
+
     def record(self) -> dict[str, Any]:
         """What checkpoints/best.pt says of the kept member."""
         assert self.score is not None

@@ -50,6 +50,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from evohpo import play, playback
 
     run_dir = Path(args.run)
+    if args.against:
+        return eval_against(args)
     cfg, spec, algo, info = playback.load_member(run_dir, args.member)
     if args.render and args.render != "human":  # said before the episode plays, not after
         paths.output_file(Path(args.render), "--render", make_parent=True)
@@ -69,6 +71,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")
     print(f"    {'fitness (' + '+'.join(agents) + ')' if len(agents) < 4 else 'fitness (sum)':<20} "
           f"return {total.mean():9.3f} +- {total.std():.3f}")
+    return 0
+
+
+def eval_against(args: argparse.Namespace) -> int:
+    from evohpo import play, playback
+
+    if args.render:
+        raise ConfigError("--render and --against: render a run's own champions (leave out "
+                          "--against)")
+    cfg, teams, team, what, returns = playback.against(
+        Path(args.run), args.member, args.against, args.team, args.episodes, args.seed)
+    n = len(next(iter(returns.values())))
+    print(f"member {args.member} of {args.run} plays {team}; {what} plays "
+          f"{', '.join(name for name, _ in teams if name != team)} on {cfg.env.name}: "
+          f"{n} episodes, seed {args.seed}")
+    for name, agents in teams:
+        total = play.episode_totals(returns, agents)
+        who = "member" if name == team else "opponent"
+        print(f"    {name + ' (' + who + ')':<28} return {total.mean():9.3f} +- "
+              f"{total.std():.3f}")
     return 0
 
 
@@ -142,6 +164,12 @@ def build_parser() -> Parser:
     ev.add_argument("--seed", type=whole("seed"), default=0, help="seed of the evaluation episodes")
     ev.add_argument("--render", metavar="OUT.gif|human",
                     help="write an animation of one episode, or show it")
+    ev.add_argument("--against", metavar="OPPONENT",
+                    help="games of several teams: play the member's team against random, "
+                         "heuristic, a member id of this run, or another run directory's "
+                         "champions; prints both teams' returns")
+    ev.add_argument("--team", help="with --against: the team the member plays (default: its "
+                                   "own, else the first)")
     ev.set_defaults(func=cmd_eval)
     ex = sub.add_parser("export",
                         help="export a member's actors to run without evohpo (torch.export)")

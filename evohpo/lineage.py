@@ -22,6 +22,7 @@ class MutationRecord:
     after: Any = None
     op: str = ""        # e.g. "*1.2", "gaussian ...", "add_node +16", "set_activation"
     note: str = ""
+    team: str | None = None  # on games of several teams, the member's team
 
     def outcome(self, kind: str, target: str = "", before: Any = None, after: Any = None,
                 op: str = "", note: str = "") -> MutationRecord:
@@ -30,4 +31,7 @@ class MutationRecord:
                                    op=op, note=note)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.team is None:  # one team: the records read as they always did
+            del out["team"]
+        return out

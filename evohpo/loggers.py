@@ -80,6 +80,9 @@ class Logger:
     def lineage(self, records: list[dict[str, Any]]) -> None:
         pass
 
+    def league(self, record: dict[str, Any]) -> None:
+        """One generation's cross-play matches (games of several teams)."""
+
     def progress(self, steps: int, postfix: dict[str, Any]) -> None:
         pass
 
@@ -95,6 +98,8 @@ class JsonlLogger(Logger):
     system.jsonl (one line per process that wrote to the run: versions, machine; for the report)."""
 
     def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.league_f: Any = None
         self.metrics = open(run_dir / "metrics.jsonl", "a")
         self.lineage_f = open(run_dir / "lineage.jsonl", "a")
         with open(run_dir / "system.jsonl", "a") as f:
@@ -114,9 +119,16 @@ class JsonlLogger(Logger):
         self.lineage_f.flush()
         os.fsync(self.lineage_f.fileno())
 
+    def league(self, record: dict[str, Any]) -> None:
+        if self.league_f is None:  # league.jsonl exists only for games of several teams
+            self.league_f = open(self.run_dir / "league.jsonl", "a")
+        self._write(self.league_f, record)
+
     def close(self) -> None:
         self.metrics.close()
         self.lineage_f.close()
+        if self.league_f is not None:
+            self.league_f.close()
 
 
 def summary_line(m: dict[str, Any]) -> str:
@@ -176,6 +188,10 @@ class Loggers(Logger):
     def lineage(self, records: list[dict[str, Any]]) -> None:
         for lg in self.loggers:
             lg.lineage(records)
+
+    def league(self, record: dict[str, Any]) -> None:
+        for lg in self.loggers:
+            lg.league(record)
 
     def progress(self, steps: int, postfix: dict[str, Any]) -> None:
         for lg in self.loggers:

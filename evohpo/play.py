@@ -34,6 +34,7 @@ class Policy(Protocol):
 
 
 Lineup = Sequence[tuple[Policy, Sequence[str]]]
+Teams = list[tuple[str, tuple[str, ...]]]  # (team name, its agents), in the env's team order
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,16 @@ def fitness_agents(chosen: Sequence[str] | None, spec: EnvSpec) -> list[str]:
         raise ConfigError(f"config key 'eval.fitness_agents': {chosen} must name agents of "
                           f"{spec.name}: {', '.join(spec.agents)}")
     return list(chosen)
+
+
+def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
+    """The teams that evolve apart, each its own population scored by cross-play
+    (``population.teams: auto`` on a game of several teams); None: one population whose members
+    drive every agent."""
+    teams: dict[str, tuple[str, ...]] = getattr(spec, "teams", None) or {}
+    if cfg.population.teams == "joint" or len(teams) < 2:
+        return None
+    return [(name, tuple(agents)) for name, agents in teams.items()]
 
 
 def lineup_actions(lineup: Lineup, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

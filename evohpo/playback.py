@@ -18,6 +18,7 @@ from evohpo.envs import make_env, probe
 from evohpo.envs.factory import parameters
 from evohpo.envs.registry import MPE2_ENVS, AgentSpec, EnvSpec, factory_of
 from evohpo.errors import ConfigError
+from evohpo.play import Teams
 
 
 def run_config(run_dir: Path) -> C.Config:
@@ -49,7 +50,7 @@ def load_member(run_dir: Path, which: str = "best",
                 known.append(m["id"])
                 if m["id"] == wanted and found is None:
                     found = st, {"id": m["id"], "parent_id": m["parent_id"],
-                                 "fitness": (m["fitness"] or [None])[-1]}
+                                 "fitness": (m["fitness"] or [None])[-1], "team": m.get("team")}
         if found is None and best_path.is_file():
             meta, tensors = checkpoint.load(best_path)
             known.append(meta["member"]["id"])
@@ -61,6 +62,45 @@ def load_member(run_dir: Path, which: str = "best",
         state, info = found
     algo = restore_algo(cfg, spec, state, "cpu")
     return cfg, spec, algo, info
+
+
+def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes: int | None,
+            seed: int) -> tuple[C.Config, Teams, str, str, dict[str, np.ndarray]]:
+    """Member ``which`` of a run on a game of several teams, playing ``team`` (default: its own,
+    else the first) against ``opponent`` in every other team's seats: ``random``, ``heuristic``,
+    a member id of the same run, or another run directory (its checkpoints/best.pt champions).
+    Returns (config, teams, the team played, the opponent's description, per-agent returns)."""
+    from evohpo.play import play
+    from evohpo.references import reference_policy
+
+    cfg, spec, algo, info = load_member(run_dir, which)
+    teams: Teams = [(name, tuple(a)) for name, a in (getattr(spec, "teams", None) or {}).items()]
+    if len(teams) < 2:
+        raise ConfigError(f"--against: {cfg.env.name} is a game of one team; there is no "
+                          "opponent to play")
+    names = [name for name, _ in teams]
+    team = team or info.get("team") or names[0]
+    if team not in names:
+        raise ConfigError(f"--team {team!r}: {cfg.env.name} has teams {', '.join(names)}")
+    other: Any
+    if opponent in ("random", "heuristic"):
+        other = reference_policy(opponent, spec, cfg.env.name, cfg.env.kwargs, seed)
+        what = opponent
+    elif opponent.isdigit():
+        other = load_member(run_dir, opponent)[2]
+        what = f"member {opponent}"
+    elif (Path(opponent) / "checkpoints").is_dir():
+        ocfg, ospec, other, _ = load_member(Path(opponent), "best")
+        if ospec.agents != spec.agents or ocfg.env.name != cfg.env.name:
+            raise ConfigError(f"--against {opponent!r}: a run on {ocfg.env.name}, not "
+                              f"{cfg.env.name}")
+        what = f"the champions of {opponent}"
+    else:
+        raise ConfigError(f"--against {opponent!r}: expected random, heuristic, a member id or "
+                          "a run directory")
+    lineup = [(algo if name == team else other, agents) for name, agents in teams]
+    returns = play(cfg, lineup, spec, episodes or cfg.eval.episodes, seed)
+    return cfg, teams, team, what, returns
 
 
 def cannot_render(env: str, why: str) -> ConfigError:

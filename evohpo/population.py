@@ -29,36 +29,52 @@ class Member:
     fitness: list[float] = field(default_factory=list)
     diverged: bool = False            # NaN/inf losses or weights: stops learning, loses selection
     diverged_why: str = ""
+    team: str | None = None           # on games of several teams, the team it plays for
+    rating: float = 1000.0            # its Elo rating from cross-play (teams only)
 
     @property
     def hp(self) -> Hyperparams:
         return self.algo.hp
 
 
-def make_population(cfg: Config, spec: EnvSpec, rng: np.random.Generator,
-                    device: torch.device) -> tuple[list[Member], list[MutationRecord]]:
+def make_population(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torch.device,
+                    teams: list[str] | None = None) -> tuple[list[Member], list[MutationRecord]]:
     """The first generation (``population.init``: the preset, or a sample of the search space)
-    and a ``birth`` record per member with its starting hyperparameters and hidden sizes."""
+    and a ``birth`` record per member with its starting hyperparameters and hidden sizes.
+
+    With ``teams``, ``population.size`` members per team, team after team (ids go on counting).
+    """
     members, records = [], []
-    for i, start in enumerate(space.starts(cfg, rng)):
+    for team in teams or [None]:
+        _add_team(cfg, spec, rng, device, team, members, records)
+    return members, records
+
+
+def _add_team(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torch.device,
+              team: str | None, members: list[Member], records: list[MutationRecord]) -> None:
+    for start in space.starts(cfg, rng):
+        i = len(members)
         seed = child_seed(rng)
         own = dataclasses.replace(cfg, algo=dataclasses.replace(
             cfg.algo, hidden=start.hidden, **start.hyperparams)) if start.sampled else cfg
         algo = build_algo(own, spec, seed, device)
-        members.append(Member(id=i, parent_id=None, algo=algo, rng=np.random.default_rng(seed)))
+        members.append(Member(id=i, parent_id=None, algo=algo, rng=np.random.default_rng(seed),
+                              team=team))
         records.append(MutationRecord(0, i, None, "birth", target="hyperparameters",
                                       after={**start.hyperparams, "hidden": start.hidden},
-                                      op="sample" if start.sampled else "preset"))
-    return members, records
+                                      op="sample" if start.sampled else "preset", team=team))
 
 
 # ----------------------------------------------------------------------------- the one serialiser
 
 def member_meta(m: Member) -> dict[str, Any]:
     """A member as JSON-safe data, without its algorithm (its state dict travels as tensors)."""
-    return {"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps,
+    meta = {"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps,
             "learn_acc": m.learn_acc, "fitness": m.fitness, "diverged": m.diverged,
             "diverged_why": m.diverged_why, "rng": rng_state(m.rng)}
+    if m.team is not None:
+        meta.update(team=m.team, rating=m.rating)
+    return meta
 
 
 def member_from(meta: dict[str, Any], algo: Any) -> Member:
@@ -66,4 +82,5 @@ def member_from(meta: dict[str, Any], algo: Any) -> Member:
     return Member(id=meta["id"], parent_id=meta["parent_id"], algo=algo, rng=rng_from(meta["rng"]),
                   born=meta["born"], steps=meta["steps"], learn_acc=meta["learn_acc"],
                   fitness=list(meta.get("fitness", [])), diverged=meta["diverged"],
-                  diverged_why=meta.get("diverged_why", ""))
+                  diverged_why=meta.get("diverged_why", ""), team=meta.get("team"),
+                  rating=meta.get("rating", 1000.0))

@@ -30,10 +30,11 @@ from evohpo.errors import Diverged, Interrupted
 from evohpo.evolution import MutationRecord, child_seed, next_generation
 from evohpo.loggers import Logger
 from evohpo.metrics import Window, best_index, generation_metrics
-from evohpo.play import Score, fitness_agents
-from evohpo.population import Member, make_population
+from evohpo.play import Score, fitness_agents, playing_teams
+from evohpo.population import make_population
 from evohpo.runtime import Runtime
 from evohpo.state import RunState
+from evohpo.versus import League
 
 
 def torch_threads(cfg: Config) -> int:
@@ -80,12 +81,15 @@ class Trainer:
         self.mutation_cfg = dataclasses.replace(cfg.mutation, bounds=dataclasses.replace(
             b, batch_size=dataclasses.replace(
                 b.batch_size, max=min(b.batch_size.max, cfg.buffer.capacity))))
+        teams = playing_teams(cfg, self.spec)  # a game of several teams: a population each
+        self.league = League(cfg, self.spec, teams) if teams else None
         members, self.births = make_population(
             dataclasses.replace(cfg, mutation=self.mutation_cfg), self.spec,
-            np.random.default_rng(pop_ss), self.runtime.device)
+            np.random.default_rng(pop_ss), self.runtime.device,
+            [name for name, _ in teams] if teams else None)
         self.state = RunState(eval_rng=np.random.default_rng(eval_ss),
                               evo_rng=np.random.default_rng(evo_ss), members=members,
-                              next_id=cfg.population.size)
+                              next_id=len(members))
         self.start = self.window_start = time.perf_counter()
 
     # what tests and callers read
@@ -101,7 +105,7 @@ class Trainer:
         s, ev = self.state, self.cfg.evolution
         self.log.message(f"env {self.spec.name}: {self.spec.describe()}")
         self.runtime.start()
-        self.runtime.place(s.members)
+        self.place()
         self.start = self.window_start = time.perf_counter()
         with self.interrupts():
             while True:
@@ -147,7 +151,8 @@ class Trainer:
         s = self.state
         self.eval_seed = child_seed(s.eval_rng)  # every member meets the same episodes
         self.evaluated = list(s.members)  # the logs of this window describe these members
-        scores = self.runtime.evaluate(self.eval_seed)
+        scores = (self.league.evaluate(s.members, self.eval_seed) if self.league
+                  else self.runtime.evaluate(self.eval_seed))
         for m, sc in zip(s.members, scores, strict=True):
             m.fitness.append(sc.fitness)
         if all(m.diverged for m in s.members):
@@ -166,12 +171,19 @@ class Trainer:
 
     def evolve(self, scores: list[Score]) -> list[MutationRecord]:
         s = self.state
-        out = next_generation(s.members, [sc.fitness for sc in scores],
-                              [sc.std_error for sc in scores], s.generation, s.next_id,
-                              self.cfg.evolution, self.mutation_cfg, s.evo_rng)
+        out = (self.league.next_generation(s.members, scores, s.generation, s.next_id,
+                                           self.cfg.evolution, self.mutation_cfg, s.evo_rng)
+               if self.league else
+               next_generation(s.members, [sc.fitness for sc in scores],
+                               [sc.std_error for sc in scores], s.generation, s.next_id,
+                               self.cfg.evolution, self.mutation_cfg, s.evo_rng))
         s.members, s.next_id = out.members, out.next_id
-        self.runtime.place(s.members)
         return out.records
+
+    def place(self) -> None:
+        """The members into the runtime's slots (teams: this window's pairing of members)."""
+        s = self.state
+        self.runtime.place(s.members, self.league.slots(s.generation) if self.league else None)
 
     def log_generation(self, scores: list[Score], records: list[MutationRecord]) -> None:
         s, now = self.state, time.perf_counter()
@@ -182,6 +194,8 @@ class Trainer:
             s.generation, self.elapsed(now), now - self.window_start, pop_steps, self.evaluated,
             scores, self.runtime.window(), s.best_ever, records,
             self.keeper.score if self.cfg.eval.confirm_episodes else None))
+        if self.league:  # per team; eval/* then describe the first team
+            m.update(self.league.window_metrics(self.evaluated, scores, s.generation, self.log))
         self.log.log(m, s.env_steps)
         self.log.lineage([r.to_json() for r in records])
         self.log.progress(s.env_steps, {"gen": s.generation, "best": f"{fitness[best]:.2f}",
@@ -193,6 +207,7 @@ class Trainer:
         self.state.window_steps = 0
         self.window_start = time.perf_counter()
         self.runtime.new_window()
+        self.place()
 
     # ----------------------------------------------------------------------------- checkpoints
     def save_checkpoint(self) -> None:
@@ -200,7 +215,7 @@ class Trainer:
             return
         meta, tensors = self.state.to_checkpoint(self.cfg, self.elapsed(), self.run_dir)
         rmeta, rtensors = self.runtime.state_dict(with_buffer=self.cfg.checkpoint.buffer)
-        bmeta, btensors = self.keeper.state_dict()
+        bmeta, btensors = self.league.state_dict() if self.league else self.keeper.state_dict()
         self.write(self.run_dir / "checkpoints" / "latest.pt", {**meta, **rmeta, **bmeta},
                    {**tensors, **rtensors, **btensors})
 
@@ -210,35 +225,27 @@ class Trainer:
                                               self.runtime.device)
         self.births = []  # written when the run began
         self.runtime.load_state_dict(meta, tensors)
-        self.keeper.load_state_dict(meta, tensors, self.runtime.device)
+        (self.league or self.keeper).load_state_dict(meta, tensors, self.runtime.device)
 
     def keep_best(self, scores: list[Score]) -> None:
-        """Keep the best member (checkpoints/best.pt, eval/best_ever): see :mod:`evohpo.best`;
-        with ``eval.confirm_episodes: 0``, the highest screening fitness ever seen."""
-        s, best = self.state, best_index([sc.fitness for sc in scores])
-        m: Member = self.evaluated[best]
-        if self.cfg.eval.confirm_episodes:
-            if not m.diverged:
-                self.keeper.offer(m, scores[best].fitness, s.generation, s.env_steps,
-                                  self.eval_seed)
-            if self.keeper.score is None:
-                return
-            s.best_ever = self.keeper.score.fitness
-            member, algo = self.keeper.record(), self.keeper.algo
+        """Keep the best member (checkpoints/best.pt, eval/best_ever): see :mod:`evohpo.best`.
+        On a game of several teams: every team's current champion, in one algorithm."""
+        s, fitness = self.state, [sc.fitness for sc in scores]
+        if self.league:
+            kept = (s.best_ever, self.league.record(self.evaluated, scores),
+                    self.league.champion_algo(self.evaluated, fitness))
         else:
-            if not scores[best].fitness > s.best_ever:
-                return
-            s.best_ever = scores[best].fitness
-            member = {"id": m.id, "parent_id": m.parent_id, "fitness": scores[best].fitness,
-                      "per_agent": scores[best].per_agent, "eval_seed": self.eval_seed,
-                      "episodes": self.cfg.eval.episodes,
-                      "hyperparams": dataclasses.asdict(m.hp), "arch": m.algo.arch()}
-            algo = m.algo
-        if self.run_dir is None or not self.cfg.checkpoint.enabled or algo is None:
+            b = best_index(fitness)
+            kept = self.keeper.keep(self.evaluated[b], scores[b], s.generation, s.env_steps,
+                                    self.eval_seed, s.best_ever)
+        if kept is None:
             return
-        meta = {"config": to_dict(self.cfg), "generation": s.generation, "env_steps": s.env_steps,
-                "member": member}
-        self.write(self.run_dir / "checkpoints" / "best.pt", meta, {"algo": algo.state_dict()})
+        s.best_ever, member, algo = kept
+        if self.run_dir is not None and self.cfg.checkpoint.enabled:
+            meta = {"config": to_dict(self.cfg), "generation": s.generation,
+                    "env_steps": s.env_steps, "member": member}
+            self.write(self.run_dir / "checkpoints" / "best.pt", meta,
+                       {"algo": algo.state_dict()})
 
     def write(self, path: Path, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
         try:
@@ -289,4 +296,4 @@ class Trainer:
 
     def close(self) -> None:
         self.runtime.close()
-        self.keeper.close()
+        (self.league or self.keeper).close()

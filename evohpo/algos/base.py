@@ -85,6 +85,10 @@ class Algorithm(Protocol):
         """An independent copy with its own random stream."""
         ...
 
+    def take_agents(self, other: Algorithm, agents: tuple[str, ...]) -> None:
+        """Copy ``other``'s networks (and their optimizer state) for ``agents`` into this one."""
+        ...
+
     # mutations that only the algorithm knows how to make; each returns ``rec`` (same
     # generation and member) saying what it did, kind "none" with a note if nothing applied
     def mutate_architecture(self, space: ArchSpace, rng: np.random.Generator,

@@ -94,9 +94,7 @@ class MATD3:
                     for a in self.agents}
         self._build_networks(arch, torch.Generator().manual_seed(seed))
         self.updates = 0  # critic updates so far (drives the policy delay)
-        # moves whenever the actors' weights change in place (learning, loading, weight noise):
-        # PopulationActor refreshes its copies of them when it does
-        self.actor_version = 0
+        self.actor_version = 0  # moves when the actors' weights change in place (see Algorithm)
         self.ou_state: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ construction helpers
@@ -378,6 +376,13 @@ class MATD3:
         algo.load_state_dict(state)
         return algo
 
+    def take_agents(self, other: Any, agents: tuple[str, ...]) -> None:
+        state, theirs = self.state_dict(), other.state_dict()
+        for key in ("arch", "actors", "actor_targets", "critics", "critic_targets", "actor_opts",
+                    "critic_opts", "ou_state"):  # every per-agent entry
+            state[key].update({a: copy.deepcopy(v) for a, v in theirs[key].items() if a in agents})
+        self.load_state_dict(state)
+
     def clone(self, seed: int) -> MATD3:
         """An independent copy (weights, targets, optimizer state); its own random stream."""
         other = copy.deepcopy(self)  # one memo: the copied optimizers point at the copied weights
@@ -387,8 +392,7 @@ class MATD3:
 
 def _copy(net: MLP) -> MLP:
     t = copy.deepcopy(net)
-    for p in t.parameters():
-        p.requires_grad_(False)
+    t.requires_grad_(False)
     return t
 
 

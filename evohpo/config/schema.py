@@ -156,6 +156,10 @@ class PopulationConfig:
         "preset", "how members start: preset (every member at the algo.* values) or sample (a "
         "Latin hypercube over mutation.bounds and the mutation.arch layers and widths)")
     keep_preset: bool = _f(True, "with init: sample, member 0 starts at the preset")
+    teams: Literal["auto", "joint"] = _f(
+        "auto", "auto: on a game of several teams (env.teams), a population of size members per "
+        "team, each with its own selection and mutation, scored by cross-play; joint: one "
+        "population whose members drive every agent, fitness summed over eval.fitness_agents")
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,17 @@ class EvalConfig:
         "can become checkpoints/best.pt and eval/best_ever (0: no confirmation)", lo=0)
     fitness_agents: list[str] | None = _f(
         None, "agents whose returns are summed into fitness (null: all)")
+    team_fitness: Literal["return", "elo"] = _f(
+        "return", "teams: fitness is the member's mean team return against the opponents it "
+        "met (return), or its Elo rating from the match results of every window (elo)")
+    opponents: int = _f(
+        0, "teams: opponents each member meets per evaluation, each match eval.episodes "
+        "episodes (0: every member of the other team, round robin)", lo=0)
+    elo_k: float = _f(16.0, "teams: Elo K factor (rating points a match can move)",
+                      lo=0, lo_open=True)
+    reference_episodes: int = _f(
+        32, "teams: episodes each team's champion plays each generation against fixed "
+        "opponents (random, scripted heuristic, the first generation's champion); 0: off", lo=0)
 
 
 @dataclass(frozen=True)

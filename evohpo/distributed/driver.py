@@ -73,7 +73,8 @@ class RayRuntime(Runtime):
             self.group_cfg = C.to_dict(group_config(cfg, self.num_actors, self.gpus))
             self.actor_restarts = 0
             self.generation = 0  # of the window being collected (for lineage records)
-            self.placed: list[Member | None] = [None] * cfg.population.size  # each slot's member
+            # the member each actor holds in each of its places (actor-major)
+            self.placed: list[Member | None] = [None] * self.size
             self.timing = {"collect": 0.0, "share": 0.0, "sync": 0.0, "evaluate": 0.0,
                            "recover": 0.0}
             self.shared_bytes = 0
@@ -92,8 +93,18 @@ class RayRuntime(Runtime):
             scheduling_strategy="SPREAD")  # one actor per node before two on one
         return cls.remote(self.group_cfg, g)
 
-    def slots(self, g: int) -> range:
-        return range(g * self.per_actor, (g + 1) * self.per_actor)
+    def held(self, g: int) -> list[int]:
+        """The members actor ``g`` holds, in its own order: those of its slots; on a game of
+        several teams, each team's members of its slots, team after team."""
+        own = range(g * self.per_actor, (g + 1) * self.per_actor)
+        if self.slots is None:
+            return list(own)
+        return [self.slots[j][t] for t in range(len(self.slots[0])) for j in own]
+
+    def places(self, g: int) -> range:
+        """Actor ``g``'s entries in ``placed``."""
+        k = self.size // self.num_actors
+        return range(g * k, (g + 1) * k)
 
     def stop_actors(self) -> None:
         for a in self.actors:
@@ -188,7 +199,7 @@ class RayRuntime(Runtime):
     def absorb(self, g: int, report: dict[str, Any]) -> None:
         """Take an actor's window into the driver's books: its members' states and its
         statistics."""
-        for j, st in zip(self.slots(g), report["members"], strict=True):
+        for i, (j, st) in enumerate(zip(self.held(g), report["members"], strict=True)):
             m = self.members[j]
             algo = st["algo"]
             # a GPU actor's stream: kept for it as is
@@ -201,7 +212,7 @@ class RayRuntime(Runtime):
             if st["diverged"]:
                 self.mark_diverged(m, st["diverged_why"])
             stats = self.loss_stats[j]
-            for key, v in report["loss_stats"][j - g * self.per_actor].items():
+            for key, v in report["loss_stats"][i].items():
                 stats[key] = stats.get(key, 0.0) + v
         self.train_returns.extend(report["train_returns"])
         self.dropped += report["dropped"]
@@ -234,15 +245,16 @@ class RayRuntime(Runtime):
     def sync_members(self) -> None:
         """Send every slot whose member changed (a clone, a moved elite, a resumed run) to its
         actor."""
-        changes = {g: {j - g * self.per_actor: self.member_state(self.members[j])
-                       for j in self.slots(g) if self.members[j] is not self.placed[j]}
+        changes = {g: {i: self.member_state(self.members[j])
+                       for i, (j, p) in enumerate(zip(self.held(g), self.places(g), strict=True))
+                       if self.members[j] is not self.placed[p]}
                    for g in range(self.num_actors)}
         changes = {g: c for g, c in changes.items() if c}
         if changes:
             t0 = time.perf_counter()
             self.call_all("set_members", lambda g: (changes[g],), only=list(changes))
             self.timing["sync"] += time.perf_counter() - t0
-        self.placed = list(self.members)
+        self.placed = [self.members[j] for g in range(self.num_actors) for j in self.held(g)]
         alive = {m.id for m in self.members}
         self.device_gens = {i: st for i, st in self.device_gens.items() if i in alive}
 
@@ -313,8 +325,8 @@ class RayRuntime(Runtime):
         with contextlib.suppress(Exception):
             self.ray.kill(self.actors[g])
         self.actors[g] = self.spawn(g)
-        for j in self.slots(g):
-            self.placed[j] = None  # sent again below
+        for p in self.places(g):
+            self.placed[p] = None  # sent again below
         self.sync_members_of(g)
         self.restore_replay(g)
         e = slice(g * self.envs_per_actor, (g + 1) * self.envs_per_actor)
@@ -331,16 +343,16 @@ class RayRuntime(Runtime):
                                   note=f"actor lost ({why}); restored from the driver's copy "
                                        "(the last checkpoint's state); this window's progress "
                                        "of the member is lost")
-                   for m in (self.members[j] for j in self.slots(g))]
+                   for m in (self.members[j] for j in self.held(g))]
         self.log.lineage([r.to_json() for r in records])
         self.timing["recover"] += time.perf_counter() - t0
 
     def sync_members_of(self, g: int) -> None:
-        changed = {j - g * self.per_actor: self.member_state(self.members[j])
-                   for j in self.slots(g)}
-        self.get(self.actors[g].set_members.remote(changed))
-        for j in self.slots(g):
-            self.placed[j] = self.members[j]
+        held = self.held(g)
+        self.get(self.actors[g].set_members.remote(
+            {i: self.member_state(self.members[j]) for i, j in enumerate(held)}))
+        for p, j in zip(self.places(g), held, strict=True):
+            self.placed[p] = self.members[j]
 
     def restore_replay(self, g: int) -> None:
         """Fill a recreated actor's replay copy from a live actor's, else from the last

@@ -134,12 +134,14 @@ class MemberGroup:
     def set_members(self, states: dict[int, dict[str, Any]]) -> None:
         """Put members into slots ({slot: member_state}); the others keep theirs."""
         t = self.t
-        members: list[Any] = list(t.members) or [None] * t.cfg.population.size
+        members: list[Any] = list(t.members) or [None] * t.size
         for slot, st in states.items():
             algo_state = {**st["algo"], "gen": generator_state(st["algo"]["gen"], t.device)}
             algo = restore_algo(t.cfg, t.spec, algo_state, t.device)
             members[slot] = member_from(st, algo)
-        t.place(members)
+        n = t.cfg.population.size  # teams: the driver sends each slot's members, team by team
+        t.place(members, [[k * n + i for k in range(len(t.teams))] for i in range(n)]
+                if t.teams else None)
 
     # ------------------------------------------------------------------ envs and loop state
     def reset(self, seed: int | None) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ import torch
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
 from evohpo.loggers import Logger
-from evohpo.play import Score
+from evohpo.play import Score, playing_teams
 from evohpo.population import Member
 
 
@@ -49,7 +49,10 @@ class Runtime(ABC):
         self.pool_seed = pool_seed
         self.fitness_agents = fitness_agents
         self.k = cfg.env.num_envs // cfg.population.size  # envs per member slot
+        self.teams = playing_teams(cfg, spec)  # None: each member drives every agent
+        self.size = cfg.population.size * len(self.teams or [None])  # members placed
         self.members: list[Member] = []
+        self.slots: list[list[int]] | None = None
         self.obs: dict[str, np.ndarray] | None = None
         self.done = np.zeros(cfg.env.num_envs, bool)
         self.ep_return = np.zeros(cfg.env.num_envs)
@@ -62,9 +65,12 @@ class Runtime(ABC):
     def start(self) -> None:
         """Before the first window: a new run resets its envs; a restored one has them back."""
 
-    def place(self, members: list[Member]) -> None:
-        """Put the population's members into the slots, in order (slot j drives envs j*k ..)."""
-        self.members = list(members)
+    def place(self, members: list[Member], slots: list[list[int]] | None = None) -> None:
+        """Put the population's members into the slots, in order (slot j drives envs j*k ..).
+
+        On a game of several teams, ``slots[j][t]`` is the member playing team ``t``'s agents
+        in slot j (each member in one slot)."""
+        self.members, self.slots = list(members), slots
 
     @abstractmethod
     def collect(self, n: int, env_steps: int, generation: int,
@@ -83,7 +89,7 @@ class Runtime(ABC):
         return WindowStats(self.loss_stats, self.train_returns, self.dropped, self.restarts)
 
     def new_window(self) -> None:
-        self.loss_stats: list[dict[str, float]] = [{} for _ in range(self.cfg.population.size)]
+        self.loss_stats: list[dict[str, float]] = [{} for _ in range(self.size)]
         self.train_returns: list[float] = []
 
     def summary(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ its slot's envs. Learning runs between ``step_async`` and ``step_wait``, overlap
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -107,6 +108,9 @@ class LocalRuntime(Runtime):
         check_memory(spec, cfg.buffer.capacity)
         self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device)
         self.actor = PopulationActor(spec)
+        # one per team, each acting for its own agents only
+        self.team_actors = [PopulationActor(dataclasses.replace(spec, agents=agents))
+                            for _, agents in self.teams or []]
         self.env_steps = 0  # the population's, while collecting (drives the learning delay)
 
     def make_train_pool(self) -> VectorPool:
@@ -150,9 +154,19 @@ class LocalRuntime(Runtime):
 
     def act(self, obs: dict[str, np.ndarray]
             ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Each member acts, with exploration, on its own slice of the pool (all in one pass)."""
-        env_act, stored = self.actor.act([m.algo for m in self.members],
-                                         [m.rng for m in self.members], obs, self.done)
+        """Each member acts, with exploration, on its own slice of the pool (all in one pass).
+        On a game of several teams, each slot's member of each team acts for that team."""
+        if self.slots is None:
+            env_act, stored = self.actor.act([m.algo for m in self.members],
+                                             [m.rng for m in self.members], obs, self.done)
+        else:
+            env_act, stored = {}, {}
+            for t, actor in enumerate(self.team_actors):
+                playing = [self.members[slot[t]] for slot in self.slots]
+                e, s = actor.act([m.algo for m in playing], [m.rng for m in playing], obs,
+                                 self.done)
+                env_act.update(e)
+                stored.update(s)
         for a in self.spec.agents:  # a policy gone NaN must not drive the envs into NaN states
             if not np.isfinite(env_act[a]).all():
                 s = self.spec[a]

@@ -1,0 +1,261 @@
+"""Games of several teams: a population per team, scored by cross-play, and each team's champion
+measured against fixed opponents.
+
+On simple_tag, simple_adversary and the other competitive games, a member that drives every
+agent and is scored on the sum of all returns is selected for one team losing (on simple_tag the
+sum rewards a prey that gets caught). Here each team evolves its own members instead:
+
+- **Training.** The pool's slots each hold one member of every team; slot ``i`` pairs team 0's
+  member ``i`` with a rotation of the other teams' members (:func:`evohpo.league.training_pairs`)
+  that moves on every window, so each member meets every opponent over ``n`` windows. Every
+  transition goes into the one replay memory, and every member learns from all of it. A member
+  is a whole MADDPG/MATD3 learner: its centralised critics need the other team's next actions,
+  so it keeps its own model of the other team, trained like the rest on the shared memory, and
+  only its own team's actors ever play.
+- **Fitness.** Each window, members of different teams play matches (round robin, or
+  ``eval.opponents`` sampled opponents each) on the same ``eval.episodes`` episodes. A member's
+  fitness comes only from its own team's returns: the mean over the matches it played
+  (``eval.team_fitness: return``) or an Elo rating updated from the match results (``elo``).
+- **Selection and mutation** run per team, on that team's members only; their lineage records
+  name the team.
+- **Absolute progress.** Cross-play says who is better now, not whether the league improved. So
+  each team's champion (its highest fitness) also plays fixed opponents every generation, on
+  the same episodes each time: a random policy, the scripted heuristic where the game has one,
+  and the first generation's champions. Each of those numbers sits beside the reference's own
+  return in the champion's seat (``vs/<team>/<ref>/ref``): the champion beats a reference
+  when it does better against the reference's team than the reference does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from evohpo import league
+from evohpo.algos import Algorithm, restore_algo
+from evohpo.config import Config, EvolutionConfig, MutationConfig
+from evohpo.envs import VectorPool
+from evohpo.envs.registry import EnvSpec
+from evohpo.evolution import MutationRecord, Offspring, next_generation
+from evohpo.play import Lineup, Policy, Score, Teams, episode_returns, episode_totals, eval_pool
+from evohpo.population import Member
+from evohpo.runtime.local import nonfinite_weights
+
+REFERENCES = ("random", "heuristic", "first")
+
+
+def champions(members: list[Member], fitness: list[float], teams: Teams) -> list[int]:
+    """Each team's best healthy member (its index in ``members``; ties: the lower index)."""
+    out = []
+    for team, _ in teams:
+        idx = [i for i, m in enumerate(members) if m.team == team]
+        healthy = [i for i in idx if not members[i].diverged] or idx
+        out.append(max(healthy, key=lambda i: (np.nan_to_num(fitness[i], nan=-np.inf), -i)))
+    return out
+
+
+class League:
+    """Cross-play between the teams' populations; the trainer's counterpart of
+    :meth:`evohpo.runtime.Runtime.evaluate` and of selection on games of several teams."""
+
+    def __init__(self, cfg: Config, spec: EnvSpec, teams: Teams):
+        self.cfg, self.spec, self.teams = cfg, spec, teams
+        self.n = cfg.population.size
+        self.pool: VectorPool = eval_pool(cfg, spec, cfg.eval.episodes)
+        self.ref_pool: VectorPool | None = None
+        # the same reference episodes every generation, so that the curves compare
+        self.ref_seed = int(np.random.SeedSequence([cfg.seed, 7]).generate_state(1)[0])
+        self.refs: dict[str, Policy] = {}
+        self.first: list[Algorithm] | None = None  # the first generation's champions
+        self.baseline: dict[str, float] = {}       # each reference's own return in each seat
+        self.last: dict[str, Any] = {}             # the last evaluation's matches
+
+    # ----------------------------------------------------------------------------- training
+    def slots(self, generation: int) -> list[list[int]]:
+        """Which members play in each pool slot this window: ``slots[i][t]`` is the index (in
+        the population, team after team) of team ``t``'s member in slot ``i``."""
+        pairs = league.training_pairs(self.n, len(self.teams), generation)
+        return [[t * self.n + p[t] for t in range(len(self.teams))] for p in pairs]
+
+    # ----------------------------------------------------------------------------- cross-play
+    def evaluate(self, members: list[Member], seed: int) -> list[Score]:
+        """Every member's score from the matches it played on the episodes of ``seed``."""
+        for m in members:
+            broken = nonfinite_weights(m.algo)
+            if broken and not m.diverged:
+                m.diverged, m.diverged_why = True, f"non-finite weights in {broken}"
+        T = len(self.teams)
+        matches = league.matchups(self.n, T, self.cfg.eval.opponents,
+                                  np.random.default_rng(seed))
+        played: dict[int, list[dict[str, np.ndarray]]] = {i: [] for i in range(len(members))}
+        team_returns = np.full((len(matches), T), np.nan)
+        for k, match in enumerate(matches):
+            idx = [t * self.n + match[t] for t in range(T)]
+            if any(members[i].diverged for i in idx):
+                continue
+            lineup: Lineup = [(members[i].algo, agents)
+                              for i, (_, agents) in zip(idx, self.teams, strict=True)]
+            returns = episode_returns(lineup, self.pool, seed)
+            for t, i in enumerate(idx):
+                played[i].append(returns)
+                team_returns[k, t] = episode_totals(returns, self.teams[t][1]).mean()
+        scores = []
+        for i, m in enumerate(members):
+            agents = self.teams[self.team_index(m)][1]
+            if m.diverged or not played[i]:
+                scores.append(Score.diverged(self.spec.agents))
+                continue
+            both = {a: np.concatenate([r[a] for r in played[i]]) for a in self.spec.agents}
+            scores.append(Score.of(both, agents))
+        if self.cfg.eval.team_fitness == "elo":
+            scores = self.rate(members, matches, team_returns, scores)
+        self.last = {"matches": [[members[t * self.n + mt[t]].id for t in range(T)]
+                                 for mt in matches],
+                     "team_returns": team_returns.tolist()}
+        return scores
+
+    def rate(self, members: list[Member], matches: list[tuple[int, ...]],
+             team_returns: np.ndarray, scores: list[Score]) -> list[Score]:
+        """Elo ratings from this window's match results; the rating becomes the fitness."""
+        ok = ~np.isnan(team_returns).any(axis=1)
+        T = len(self.teams)
+        ratings = [np.array([members[t * self.n + i].rating for i in range(self.n)])
+                   for t in range(T)]
+        if ok.any():
+            kept = [m for m, good in zip(matches, ok, strict=True) if good]
+            ratings = league.elo_update(ratings, kept, league.outcomes(team_returns[ok]),
+                                        self.cfg.eval.elo_k)
+        out = []
+        for t in range(T):
+            for i in range(self.n):
+                j = t * self.n + i
+                members[j].rating = float(ratings[t][i])
+                sc = scores[j]
+                out.append(sc if not np.isfinite(sc.fitness)
+                           else Score(members[j].rating, sc.per_agent))
+        return out
+
+    def team_index(self, m: Member) -> int:
+        return [name for name, _ in self.teams].index(str(m.team))
+
+    # ----------------------------------------------------------------------------- selection
+    def next_generation(self, members: list[Member], scores: list[Score], generation: int,
+                        next_id: int, ev: EvolutionConfig, mut: MutationConfig,
+                        rng: np.random.Generator) -> Offspring:
+        """Selection and mutation within each team, team after team."""
+        new: list[Member] = []
+        records: list[MutationRecord] = []
+        for t, (team, _) in enumerate(self.teams):
+            block = slice(t * self.n, (t + 1) * self.n)
+            out = next_generation(members[block], [s.fitness for s in scores[block]],
+                                  [s.std_error for s in scores[block]], generation, next_id, ev,
+                                  mut, rng)
+            next_id = out.next_id
+            new += out.members
+            records += [dataclasses.replace(r, team=team) for r in out.records]
+        return Offspring(new, records, next_id)
+
+    # ----------------------------------------------------------------------------- references
+    def references(self, members: list[Member], fitness: list[float]) -> dict[str, float]:
+        """Each team's champion against the fixed opponents, beside each reference's own return
+        in the champion's seat (the bar it has to clear)."""
+        champs = [members[i].algo for i in champions(members, fitness, self.teams)]
+        if self.first is None:
+            self.first = [a.clone(0) for a in champs]
+        if not self.cfg.eval.reference_episodes:
+            return {}
+        if self.ref_pool is None:
+            self.ref_pool = eval_pool(self.cfg, self.spec, self.cfg.eval.reference_episodes)
+            self.refs = self.reference_policies()
+        out: dict[str, float] = {}
+        opponents: dict[str, list[Policy]] = {k: [p] * len(self.teams)
+                                              for k, p in self.refs.items()}
+        opponents["first"] = list(self.first)
+        for name, ref in opponents.items():
+            for t, (team, _) in enumerate(self.teams):
+                key = f"vs/{team}/{name}"
+                out[key] = self.team_return(champs[t], t, ref)
+                if key not in self.baseline:  # constant: computed once
+                    self.baseline[key] = self.team_return(ref[t], t, ref)
+                out[key + "/ref"] = self.baseline[key]
+        return out
+
+    def team_return(self, policy: Policy, t: int, others: list[Policy]) -> float:
+        """Team ``t``'s mean return with ``policy`` in its seat and ``others[u]`` in seat u."""
+        assert self.ref_pool is not None
+        lineup: Lineup = [(policy if u == t else others[u], agents)
+                          for u, (_, agents) in enumerate(self.teams)]
+        returns = episode_returns(lineup, self.ref_pool, self.ref_seed)
+        return float(episode_totals(returns, self.teams[t][1]).mean())
+
+    def reference_policies(self) -> dict[str, Policy]:
+        from evohpo.references import heuristic_available, reference_policy
+
+        e = self.cfg.env
+        refs = {"random": reference_policy("random", self.spec, e.name, e.kwargs, self.ref_seed)}
+        if heuristic_available(e.name):
+            refs["heuristic"] = reference_policy("heuristic", self.spec, e.name, e.kwargs,
+                                                 self.ref_seed)
+        return refs
+
+    # ----------------------------------------------------------------------------- records
+    def window_metrics(self, members: list[Member], scores: list[Score], generation: int,
+                       log: Any) -> dict[str, Any]:
+        """Per team: best and mean fitness, the champion's id and its play against the
+        references; per member: its rating. ``eval/*`` are set to the first team's. The window's
+        matches go to league.jsonl."""
+        fitness = [s.fitness for s in scores]
+        m: dict[str, Any] = {}
+        for (team, _), c in zip(self.teams, champions(members, fitness, self.teams), strict=True):
+            own = [f for mem, f in zip(members, fitness, strict=True)
+                   if mem.team == team and np.isfinite(f)]
+            m[f"team/{team}/best_fitness"] = fitness[c]
+            m[f"team/{team}/mean_fitness"] = float(np.mean(own)) if own else None
+            m[f"team/{team}/champion"] = members[c].id
+        first = self.teams[0][0]
+        m.update({f"eval/{k}": m[f"team/{first}/{k}"] for k in ("best_fitness", "mean_fitness")})
+        m["eval/best_member"] = m[f"team/{first}/champion"]
+        if self.cfg.eval.team_fitness == "elo":
+            m.update({f"member/{mem.id}/rating": mem.rating for mem in members})
+        m.update(self.references(members, fitness))
+        log.league({"generation": generation, **self.last})
+        return m
+
+    def record(self, members: list[Member], scores: list[Score]) -> dict[str, Any]:
+        """What checkpoints/best.pt says of the champions."""
+        champs = champions(members, [s.fitness for s in scores], self.teams)
+        teams = {team: {"id": members[c].id, "parent_id": members[c].parent_id,
+                        "fitness": scores[c].fitness, "fitness_se": scores[c].std_error,
+                        "per_agent": scores[c].per_agent,
+                        "hyperparams": dataclasses.asdict(members[c].hp),
+                        "arch": members[c].algo.arch()}
+                 for (team, _), c in zip(self.teams, champs, strict=True)}
+        return {"id": members[champs[0]].id, "teams": teams, "episodes": self.cfg.eval.episodes}
+
+    def champion_algo(self, members: list[Member], fitness: list[float]) -> Algorithm:
+        """One algorithm whose every team's agents are played by that team's champion (what
+        checkpoints/best.pt holds on a game of several teams)."""
+        champs = [members[i] for i in champions(members, fitness, self.teams)]
+        algo = champs[0].algo.clone(0)
+        for c, (_, agents) in zip(champs[1:], self.teams[1:], strict=True):
+            algo.take_agents(c.algo, agents)
+        return algo
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self.first is None:
+            return {}, {}
+        return {"league": {"baseline": self.baseline}}, {
+            "league_first": [a.state_dict() for a in self.first]}
+
+    def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any], device: Any) -> None:
+        if "league_first" in tensors:
+            self.first = [restore_algo(self.cfg, self.spec, st, device)
+                          for st in tensors["league_first"]]
+            self.baseline = dict(meta.get("league", {}).get("baseline", {}))
+
+    def close(self) -> None:
+        self.pool.close()
+        if self.ref_pool is not None:
+            self.ref_pool.close()
