@@ -1,0 +1,185 @@
+"""Games of several teams: a population per team, cross-play fitness, references, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from evohpo import checkpoint, versus
+from evohpo import config as C
+from evohpo.cli import main
+from evohpo.loggers import JsonlLogger
+from evohpo.play import Score, playing_teams
+from evohpo.teams import spec_for
+from evohpo.trainer import Trainer
+from tests.test_trainer import TINY, read_jsonl, strip_time
+
+TAG = {"env": {"name": "simple_tag", "kwargs": {"continuous_actions": True, "max_cycles": 25}},
+       "eval": {"episodes": 2, "reference_episodes": 4}, "steps": 96}
+TEAMS = {"adversaries": ("adversary_0", "adversary_1", "adversary_2"), "good": ("agent_0",)}
+
+
+def tag_cfg(**over: Any) -> C.Config:
+    return C.load([TINY, TAG, over])
+
+
+def run(cfg: C.Config, d: Path) -> tuple[dict[str, Any], Trainer]:
+    d.mkdir(parents=True, exist_ok=True)
+    log = JsonlLogger(d)
+    t = Trainer(cfg, log, d)
+    try:
+        summary = t.train()
+    finally:
+        t.close()
+        log.close()
+    return summary, t
+
+
+def test_each_team_evolves_its_own_members(tmp_path: Path) -> None:
+    _, t = run(tag_cfg(mutation={"none": 0, "hyperparameters": 1}), tmp_path)
+    lineage = read_jsonl(tmp_path / "lineage.jsonl")
+    births = [r for r in lineage if r["kind"] == "birth"]
+    assert [(r["member_id"], r["team"]) for r in births] == [
+        (0, "adversaries"), (1, "adversaries"), (2, "good"), (3, "good")]
+    team_of = {r["member_id"]: r["team"] for r in births}
+    for r in lineage:
+        team_of.setdefault(r["member_id"], r["team"])
+        assert r["team"] == team_of[r["member_id"]]
+        if r["parent_id"] is not None:  # a child is always a clone of its own team's member
+            assert team_of[r["parent_id"]] == r["team"]
+    children = [r for r in lineage if r["kind"] == "hyperparameters"]
+    assert {r["team"] for r in children} == {"adversaries", "good"}
+    # the population stays two members per team, team after team
+    assert [m.team for m in t.members] == ["adversaries", "adversaries", "good", "good"]
+    metrics = read_jsonl(tmp_path / "metrics.jsonl")
+    last = metrics[-1]
+    for team in TEAMS:
+        assert last[f"team/{team}/champion"] in {m.id for m in t.members if m.team == team}
+        for ref in ("random", "heuristic", "first"):
+            assert np.isfinite(last[f"vs/{team}/{ref}"]) and np.isfinite(last[f"vs/{team}/{ref}/ref"])
+    assert last["eval/best_fitness"] == last["team/adversaries/best_fitness"]
+    # round robin: every pair of the two teams met in every generation
+    league = read_jsonl(tmp_path / "league.jsonl")
+    assert len(league) == len(metrics)
+    for row, m in zip(league, metrics, strict=True):
+        assert row["generation"] == m["generation"] and len(row["matches"]) == 4
+        assert len({tuple(x) for x in row["matches"]}) == 4
+
+
+def test_best_pt_holds_every_teams_champion(tmp_path: Path) -> None:
+    _, t = run(tag_cfg(), tmp_path)
+    meta, tensors = checkpoint.load(tmp_path / "checkpoints" / "best.pt")
+    rec = meta["member"]
+    assert set(rec["teams"]) == set(TEAMS)
+    by_id = {m.id: m for m in t.members}
+    for team, agents in TEAMS.items():
+        champ = by_id[rec["teams"][team]["id"]]
+        for a in agents:
+            for k, v in champ.algo.actors[a].state_dict().items():
+                assert torch.equal(tensors["algo"]["actors"][a][k], v)
+
+
+def test_fitness_comes_only_from_the_members_own_team(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tag_cfg()
+    spec = spec_for(cfg.env)
+    teams = playing_teams(cfg, spec)
+    assert teams is not None
+    league = versus.League(cfg, spec, teams)
+    t = Trainer(cfg)
+    members = t.members
+    bonus = {"value": 0.0}
+
+    def fake_returns(lineup: Any, pool: Any, seed: int) -> dict[str, np.ndarray]:
+        # each team's agents earn the id of the member driving them; the other team's agents
+        # earn whatever ``bonus`` says on top
+        out = {}
+        for policy, agents in lineup:
+            m = next(m for m in members if m.algo is policy)
+            for a in agents:
+                out[a] = np.full(2, float(m.id)) + (bonus["value"] if a == "agent_0" else 0)
+        return out
+
+    monkeypatch.setattr(versus, "episode_returns", fake_returns)
+    first = league.evaluate(members, seed=1)
+    bonus["value"] = 1000.0  # only the good team's returns change
+    second = league.evaluate(members, seed=1)
+    for m, a, b in zip(members, first, second, strict=True):
+        if m.team == "adversaries":  # three adversaries, each earning the member's id
+            assert a.fitness == b.fitness == 3 * m.id
+        else:
+            assert a.fitness == m.id and b.fitness == m.id + 1000
+    t.close()
+    league.close()
+
+
+def test_elo_fitness_is_the_rating(tmp_path: Path) -> None:
+    _, t = run(tag_cfg(eval={"team_fitness": "elo"}), tmp_path)
+    last = read_jsonl(tmp_path / "metrics.jsonl")[-1]
+    ratings = [last[f"member/{m.id}/rating"] for m in t.members if f"member/{m.id}/rating" in last]
+    assert ratings and any(r != 1000.0 for r in ratings)
+    assert last["team/adversaries/best_fitness"] == max(
+        last[f"member/{m.id}/rating"] for m in t.members
+        if m.team == "adversaries" and f"member/{m.id}/rating" in last)
+
+
+@pytest.mark.parametrize("first", [64, 80])  # at a window end, and mid-window
+def test_a_team_run_resumes_exactly(tmp_path: Path, first: int) -> None:
+    base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
+    (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg())))
+    assert main([*base, "--steps", "112", "--run-dir", str(tmp_path / "full")]) == 0
+    assert main([*base, "--steps", str(first), "--run-dir", str(tmp_path / "part")]) == 0
+    assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "112", "--quiet"]) == 0
+    for name in ("lineage.jsonl", "league.jsonl"):
+        assert read_jsonl(tmp_path / "part" / name) == read_jsonl(tmp_path / "full" / name)
+    assert (strip_time(read_jsonl(tmp_path / "part" / "metrics.jsonl"))
+            == strip_time(read_jsonl(tmp_path / "full" / "metrics.jsonl")))
+
+
+def test_joint_population_drives_every_agent_as_before(tmp_path: Path) -> None:
+    run(tag_cfg(population={"teams": "joint"}), tmp_path)
+    births = [r for r in read_jsonl(tmp_path / "lineage.jsonl") if r["kind"] == "birth"]
+    assert len(births) == 2 and all("team" not in r for r in births)
+    assert not (tmp_path / "league.jsonl").exists()
+    assert not any(k.startswith("team/") for k in read_jsonl(tmp_path / "metrics.jsonl")[-1])
+
+
+def test_eval_against_prints_both_teams(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(tag_cfg(), tmp_path / "a")
+    run(tag_cfg(seed=1), tmp_path / "b")
+    capsys.readouterr()
+    for opponent in ("random", "heuristic", "1", str(tmp_path / "b")):
+        assert main(["eval", str(tmp_path / "a"), "--against", opponent, "--episodes", "3"]) == 0
+        out = capsys.readouterr().out
+        assert "adversaries (member)" in out and "good (opponent)" in out
+    assert main(["eval", str(tmp_path / "a"), "--against", "random", "--team", "good",
+                 "--episodes", "3"]) == 0
+    assert "good (member)" in capsys.readouterr().out
+    assert main(["eval", str(tmp_path / "a"), "--against", "nobody"]) == 2
+    assert "--against 'nobody'" in capsys.readouterr().err
+    assert main(["eval", str(tmp_path / "a"), "--against", "random", "--team", "x"]) == 2
+    assert "--team 'x'" in capsys.readouterr().err
+
+
+def test_against_needs_a_game_of_several_teams(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    run(C.load([TINY, {"steps": 32}]), tmp_path)
+    assert main(["eval", str(tmp_path), "--against", "random"]) == 2
+    assert "one team" in capsys.readouterr().err
+
+
+def test_league_scores_diverged_members_worst() -> None:
+    cfg = tag_cfg()
+    t = Trainer(cfg)
+    assert t.league is not None
+    with torch.no_grad():
+        t.members[1].algo.actors["adversary_0"].layers[0].weight[0, 0] = float("nan")
+    scores = t.league.evaluate(t.members, seed=3)
+    assert scores[1] == Score.diverged(t.spec.agents) or scores[1].fitness == -np.inf
+    assert t.members[1].diverged and all(np.isfinite(s.fitness) for i, s in enumerate(scores)
+                                         if i != 1)
+    t.close()
