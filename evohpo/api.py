@@ -235,10 +235,10 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     from evohpo.trainer import runtime_class
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
-    from evohpo.envs import probe
+    from evohpo.envs import spec_for
 
     # a bad env or an impossible buffer is refused before a run directory appears
-    check_memory(probe(cfg.env.name, cfg.env.kwargs), cfg.buffer.capacity)
+    check_memory(spec_for(cfg.env), cfg.buffer.capacity)
     path = prepare_run_dir(Path(run_dir) if run_dir else default_run_dir(cfg), overwrite)
     return _run(cfg, path, None, [*notes, *found], callbacks, quiet, loggers)
 
@@ -344,9 +344,9 @@ class Run:
 
     @property
     def spec(self) -> Any:
-        from evohpo.envs import probe
+        from evohpo.envs import spec_for
 
-        return probe(self.config.env.name, self.config.env.kwargs)
+        return spec_for(self.config.env)
 
     @property
     def metrics(self) -> list[dict[str, Any]]:

@@ -105,6 +105,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_envs(args: argparse.Namespace) -> int:
     from evohpo.envs import MPE2_ENVS, probe
+    from evohpo.teams import describe_teams
 
     for name in MPE2_ENVS:
         specs = {mode: probe(name, {"continuous_actions": mode == "continuous"})
@@ -112,6 +113,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
         d = specs["discrete"]
         print(f"{name}  ({MPE2_ENVS[name]}, {len(d.agents)} agents, "
               "action modes: discrete, continuous)")
+        print(f"    teams: {describe_teams(d)}")
         for a in d.agents:
             s, c = d[a], specs["continuous"][a]
             print(f"    {a:<18} obs {s.obs_dim:>3}   discrete {s.act_dim}   "

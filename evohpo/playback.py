@@ -14,7 +14,7 @@ from torch import nn
 from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.algos import Algorithm, restore_algo
-from evohpo.envs import make_env, probe
+from evohpo.envs import make_env, spec_for
 from evohpo.envs.factory import parameters
 from evohpo.envs.registry import MPE2_ENVS, AgentSpec, EnvSpec, factory_of
 from evohpo.errors import ConfigError
@@ -32,7 +32,7 @@ def load_member(run_dir: Path, which: str = "best",
                 ) -> tuple[C.Config, EnvSpec, Algorithm, dict[str, Any]]:
     """The config, env spec, algorithm and record of member ``which`` ('best' or an id)."""
     cfg = run_config(run_dir)
-    spec = probe(cfg.env.name, cfg.env.kwargs)
+    spec = spec_for(cfg.env)
     ckpts = run_dir / "checkpoints"
     best_path, latest_path = ckpts / "best.pt", ckpts / "latest.pt"
     if which == "best":

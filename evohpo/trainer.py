@@ -25,7 +25,7 @@ import torch
 from evohpo import checkpoint
 from evohpo.best import BestKeeper
 from evohpo.config import Config, to_dict
-from evohpo.envs import probe
+from evohpo.envs import spec_for
 from evohpo.errors import Diverged, Interrupted
 from evohpo.evolution import MutationRecord, child_seed, next_generation
 from evohpo.loggers import Logger
@@ -72,7 +72,7 @@ class Trainer:
         self.stop_requested: Callable[[], bool] = lambda: False  # e.g. a callback said stop
         torch.set_num_threads(torch_threads(cfg))
         pool_ss, eval_ss, evo_ss, pop_ss = np.random.SeedSequence(cfg.seed).spawn(4)
-        self.spec = probe(cfg.env.name, cfg.env.kwargs)
+        self.spec = spec_for(cfg.env)
         agents = fitness_agents(cfg.eval.fitness_agents, self.spec)
         self.runtime = (runtime or runtime_class(cfg))(
             cfg, self.spec, self.log, int(pool_ss.generate_state(1)[0]), agents, run_dir)

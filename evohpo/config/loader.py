@@ -32,7 +32,10 @@ def _describe(tp: Any) -> str:
     if origin is list:
         return f"a list of {_describe(typing.get_args(tp)[0])}"
     if origin is dict:
-        return "a mapping"
+        key_tp, value_tp = typing.get_args(tp) or (Any, Any)
+        if value_tp is Any:
+            return "a mapping"
+        return f"a mapping of {_describe(key_tp)} to {_describe(value_tp)}"
     if dataclasses.is_dataclass(tp):
         return "a mapping"
     return getattr(tp, "__name__", str(tp))
@@ -46,14 +49,16 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        inner: ConfigError | None = None
         for a in args:
             if a is type(None):
                 continue
             try:
                 return _coerce(a, value, key)
-            except ConfigError:
-                pass
-        raise bad
+            except ConfigError as e:
+                if typing.get_origin(a) is dict and isinstance(value, Mapping):
+                    inner = e  # a mapping with a bad entry: say which entry
+        raise inner or bad
     if origin is Literal:
         if value in typing.get_args(tp):
             return value
@@ -70,7 +75,15 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
     if origin is dict:
         if not isinstance(value, Mapping):
             raise bad
-        return dict(value)
+        key_tp, value_tp = typing.get_args(tp) or (Any, Any)
+        if value_tp is Any:
+            return dict(value)
+        out = {}
+        for k, v in value.items():
+            if key_tp is str and not isinstance(k, str):
+                raise ConfigError(f"config key '{key}': the key {k!r} is not a str")
+            out[k] = _coerce(value_tp, v, f"{key}.{k}")
+        return out
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise bad

@@ -31,6 +31,9 @@ class EnvConfig:
     name: str = _f("simple_speaker_listener",
                    "short mpe2 name (see `evohpo envs`) or module:factory")
     kwargs: dict[str, Any] = _f({}, "keyword arguments passed unchanged to the env's constructor")
+    teams: dict[str, list[str]] | None = _f(
+        None, "agents per team, {team: [agent names or glob patterns]} (null: derived: mpe2's "
+        "adversaries vs good agents; one team otherwise)")
     num_envs: int = _f(8, "training envs in the shared pool, split evenly between members", lo=1)
     backend: Literal["auto", "pettingzoo", "batched"] = _f(
         "auto", "pettingzoo: mpe2/PettingZoo envs in a pool; batched: every mpe2 env in one numpy "

@@ -24,7 +24,7 @@ from evohpo import config as C
 from evohpo.algos import restore_algo
 from evohpo.buffer import ReplayBuffer
 from evohpo.checkpoint import map_tree
-from evohpo.envs import probe
+from evohpo.envs import spec_for
 from evohpo.loggers import Logger
 from evohpo.play import Score, fitness_agents
 from evohpo.population import Member, member_from, member_meta
@@ -121,7 +121,7 @@ class MemberGroup:
         self.index = index
         c = C.load([cfg])
         torch.set_num_threads(c.torch_threads or 1)
-        spec = probe(c.env.name, c.env.kwargs)
+        spec = spec_for(c.env)
         # the pool seed is the driver's to give (reset); the runtime's own is never used
         self.t = LocalRuntime(c, spec, Logger(), 0, fitness_agents(c.eval.fitness_agents, spec))
         self.members: list[Member] = []

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evohpo.envs.pool import StepResult, SyncPool, VectorPool
-from evohpo.envs.registry import MPE2_ENVS, EnvSpec, env_fn, make_env, probe, spec_of
+from evohpo.envs.registry import MPE2_ENVS, EnvSpec, Team, env_fn, make_env, probe, spec_of
 from evohpo.errors import ConfigError
+from evohpo.teams import resolve_teams
 
-__all__ = ["BACKENDS", "MPE2_ENVS", "EnvSpec", "StepResult", "SyncPool", "VectorPool", "env_fn",
-           "make_env", "make_pool", "probe", "resolve_backend", "spec_of"]
+if TYPE_CHECKING:
+    from evohpo.config.schema import EnvConfig
+
+__all__ = ["BACKENDS", "MPE2_ENVS", "EnvSpec", "StepResult", "SyncPool", "Team", "VectorPool",
+           "env_fn", "make_env", "make_pool", "probe", "resolve_backend", "spec_for", "spec_of"]
 
 BACKENDS = ("auto", "pettingzoo", "batched")
 
@@ -30,6 +34,11 @@ def resolve_backend(name: str, kwargs: dict[str, Any], backend: str) -> str:
         raise ConfigError(f"config key 'env.backend': 'batched' cannot run this env: {why}; "
                           f"batched envs: {', '.join(SCENARIOS)}; use 'auto' or 'pettingzoo'")
     return backend
+
+
+def spec_for(env_cfg: EnvConfig) -> EnvSpec:
+    """The spec of a run's env (the ``env`` config section), its teams as ``env.teams`` says."""
+    return resolve_teams(probe(env_cfg.name, env_cfg.kwargs), env_cfg.teams)
 
 
 def make_pool(name: str, kwargs: dict[str, Any], num_envs: int, pool: str = "sync",

@@ -10,12 +10,13 @@ import contextlib
 import functools
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from evohpo.errors import ConfigError, closest
+from evohpo.teams import ONE_TEAM, derive_teams
 
 # short name -> mpe2 module (the versioned module names change; users type the short ones)
 MPE2_ENVS: dict[str, str] = {
@@ -58,14 +59,28 @@ class AgentSpec:
     high: float = 1.0
 
 
+class Team(NamedTuple):
+    name: str
+    agents: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     name: str
     agents: tuple[str, ...]
     per_agent: dict[str, AgentSpec]
+    # team name -> its agents in env order (evohpo.teams); empty: not resolved, one team. Not
+    # compared: two specs are equal when their spaces are
+    teams: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     def __getitem__(self, agent: str) -> AgentSpec:
         return self.per_agent[agent]
+
+    def team_list(self) -> list[Team]:
+        """The teams in order: one named "team" with every agent when none are resolved."""
+        if not self.teams:
+            return [Team(ONE_TEAM, self.agents)]
+        return [Team(name, agents) for name, agents in self.teams.items()]
 
     def describe(self) -> str:
         parts = []
@@ -169,11 +184,11 @@ def spec_of(env: Any, name: str) -> EnvSpec:
         else:
             raise ConfigError(f"env {name!r}, agent {a!r}: action space {ac} is not supported; "
                               "evohpo supports Discrete and flat Box actions")
-    return EnvSpec(name=name, agents=agents, per_agent=per)
+    return EnvSpec(name=name, agents=agents, per_agent=per, teams=derive_teams(name, agents))
 
 
 def probe(name: str, kwargs: dict[str, Any] | None = None) -> EnvSpec:
-    """Build one env to read its spec, then close it."""
+    """Build one env to read its spec and derive its teams, then close it."""
     env = make_env(name, kwargs)
     try:
         return spec_of(env, name)

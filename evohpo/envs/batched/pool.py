@@ -23,6 +23,7 @@ from evohpo.envs.batched import SCENARIOS
 from evohpo.envs.pool import StepResult, VectorPool, env_seeds, episode_seed
 from evohpo.envs.registry import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError, EnvError
+from evohpo.teams import derive_teams
 
 
 class BatchedPool(VectorPool):
@@ -40,7 +41,7 @@ class BatchedPool(VectorPool):
         if spec is not None and spec != own:
             raise EnvError(f"env {name!r}: the batched backend's spaces ({own.describe()}) "
                            f"differ from mpe2's ({spec.describe()}); use env.backend=pettingzoo")
-        self.spec = own
+        self.spec = own if spec is None else spec  # the spec given carries the run's teams
         self.t = np.zeros(n, np.int64)         # steps into the current episode
         self.episodes = np.zeros(n, np.int64)  # episodes finished, per env
         self.seeds: list[int | None] = [None] * n
@@ -56,7 +57,9 @@ class BatchedPool(VectorPool):
         obs = sc.observe()
         per = {a: AgentSpec(obs_dim=int(obs[a].shape[1]), discrete=not sc.continuous,
                             act_dim=sc.action_size(j)) for j, a in enumerate(sc.agents)}
-        return EnvSpec(name=self.name, agents=tuple(sc.agents), per_agent=per)
+        agents = tuple(sc.agents)
+        return EnvSpec(name=self.name, agents=agents, per_agent=per,
+                       teams=derive_teams(self.name, agents))
 
     def _act_width(self, a: str) -> int:
         return 1 if self.spec[a].discrete else self.spec[a].act_dim
