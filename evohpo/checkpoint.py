@@ -183,7 +183,7 @@ def run_files(run_dir: Path | None) -> dict[str, int]:
     if run_dir is None:
         return {}
     return {name: (run_dir / name).stat().st_size if (run_dir / name).exists() else 0
-            for name in ("metrics.jsonl", "lineage.jsonl")}
+            for name in ("metrics.jsonl", "lineage.jsonl", "league.jsonl")}
 
 
 def truncate_run_files(run_dir: Path, sizes: dict[str, int]) -> None:

@@ -52,6 +52,10 @@ class RandomPolicy:
         self.spec = spec
         self.rng = np.random.default_rng(seed)
 
+    def reset(self, seed: int) -> None:
+        """Start the stream again: the same episodes get the same actions."""
+        self.rng = np.random.default_rng(seed)
+
     def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None = None,
             ) -> Actions:
         n = _rows(obs)

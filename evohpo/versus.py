@@ -185,6 +185,10 @@ class League:
     def team_return(self, policy: Policy, t: int, others: list[Policy]) -> float:
         """Team ``t``'s mean return with ``policy`` in its seat and ``others[u]`` in seat u."""
         assert self.ref_pool is not None
+        for p in (policy, *others):  # a random reference plays the same actions every time
+            reset = getattr(p, "reset", None)
+            if reset is not None:
+                reset(self.ref_seed)
         lineup: Lineup = [(policy if u == t else others[u], agents)
                           for u, (_, agents) in enumerate(self.teams)]
         returns = episode_returns(lineup, self.ref_pool, self.ref_seed)

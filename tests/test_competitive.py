@@ -10,12 +10,12 @@ import pytest
 import torch
 import yaml
 
-from evohpo import checkpoint, versus
+from evohpo import api, checkpoint, versus
 from evohpo import config as C
 from evohpo.cli import main
+from evohpo.envs import spec_for
 from evohpo.loggers import JsonlLogger
 from evohpo.play import Score, playing_teams
-from evohpo.teams import spec_for
 from evohpo.trainer import Trainer
 from tests.test_trainer import TINY, read_jsonl, strip_time
 
@@ -61,7 +61,8 @@ def test_each_team_evolves_its_own_members(tmp_path: Path) -> None:
     for team in TEAMS:
         assert last[f"team/{team}/champion"] in {m.id for m in t.members if m.team == team}
         for ref in ("random", "heuristic", "first"):
-            assert np.isfinite(last[f"vs/{team}/{ref}"]) and np.isfinite(last[f"vs/{team}/{ref}/ref"])
+            key = f"vs/{team}/{ref}"
+            assert np.isfinite(last[key]) and np.isfinite(last[key + "/ref"])
     assert last["eval/best_fitness"] == last["team/adversaries/best_fitness"]
     # round robin: every pair of the two teams met in every generation
     league = read_jsonl(tmp_path / "league.jsonl")
@@ -149,10 +150,12 @@ def test_joint_population_drives_every_agent_as_before(tmp_path: Path) -> None:
 
 
 def test_eval_against_prints_both_teams(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run(tag_cfg(), tmp_path / "a")
-    run(tag_cfg(seed=1), tmp_path / "b")
+    api.train(tag_cfg(), run_dir=tmp_path / "a", quiet=True)
+    api.train(tag_cfg(seed=1), run_dir=tmp_path / "b", quiet=True)
     capsys.readouterr()
-    for opponent in ("random", "heuristic", "1", str(tmp_path / "b")):
+    meta, _ = checkpoint.load(tmp_path / "a" / "checkpoints" / "latest.pt")
+    good = next(m["id"] for m in meta["members"] if m["team"] == "good")
+    for opponent in ("random", "heuristic", str(good), str(tmp_path / "b")):
         assert main(["eval", str(tmp_path / "a"), "--against", opponent, "--episodes", "3"]) == 0
         out = capsys.readouterr().out
         assert "adversaries (member)" in out and "good (opponent)" in out
@@ -167,7 +170,7 @@ def test_eval_against_prints_both_teams(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_against_needs_a_game_of_several_teams(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    run(C.load([TINY, {"steps": 32}]), tmp_path)
+    api.train(C.load([TINY, {"steps": 32}]), run_dir=tmp_path, quiet=True, overwrite=True)
     assert main(["eval", str(tmp_path), "--against", "random"]) == 2
     assert "one team" in capsys.readouterr().err
 
