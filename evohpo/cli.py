@@ -40,9 +40,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         result = api.train(cfg, run_dir=args.run_dir, overwrite=args.overwrite, quiet=args.quiet,
                            wandb=args.wandb, notes=notes)
     s = result.summary
+    best = (f"final best fitness {s['best_fitness']:.2f} (member {s['best_member']}), best ever "
+            f"{s['best_ever']:.2f}" if "teams" not in s else "champions: " + ", ".join(
+                f"{team} {c['fitness']:.2f} (member {c['champion']})"
+                for team, c in s["teams"].items()))
     print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps in "
-          f"{s['wall_s']:.0f}s; final best fitness {s['best_fitness']:.2f} "
-          f"(member {s['best_member']}), best ever {s['best_ever']:.2f}; run in {result.run_dir}")
+          f"{s['wall_s']:.0f}s; {best}; run in {result.run_dir}")
     return 0
 
 
@@ -65,10 +68,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     returns = play.play(cfg, algo, spec, episodes, args.seed)
     agents = play.fitness_agents(cfg.eval.fitness_agents, spec)
     total = play.episode_totals(returns, agents)
-    print(f"member {info.get('id')} of {run_dir} on {cfg.env.name}: {episodes} episodes, "
-          f"seed {args.seed}")
+    teams = play.playing_teams(cfg, spec)
+    who = "the champions" if teams and "teams" in info else f"member {info.get('id')}"
+    print(f"{who} of {run_dir} on {cfg.env.name}: {episodes} episodes, seed {args.seed}")
     for a in spec.agents:
         print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")
+    if teams:  # each team's own return: there is no one fitness
+        for name, team_agents in teams:
+            t = play.episode_totals(returns, team_agents)
+            print(f"    {'team ' + name:<20} return {t.mean():9.3f} +- {t.std():.3f}")
+        return 0
     print(f"    {'fitness (' + '+'.join(agents) + ')' if len(agents) < 4 else 'fitness (sum)':<20} "
           f"return {total.mean():9.3f} +- {total.std():.3f}")
     return 0

@@ -227,6 +227,11 @@ class League:
         log.league({"generation": generation, **self.last})
         return m
 
+    def summary(self, m: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Each team's champion and its fitness, from a generation's metrics."""
+        return {team: {"champion": m[f"team/{team}/champion"],
+                       "fitness": m[f"team/{team}/best_fitness"]} for team, _ in self.teams}
+
     def record(self, members: list[Member], scores: list[Score]) -> dict[str, Any]:
         """What checkpoints/best.pt says of the champions."""
         champs = champions(members, [s.fitness for s in scores], self.teams)

@@ -1,0 +1,218 @@
+"""Competitive games: does a population per team (cross-play fitness) learn to win, and does it
+beat one population scored on the sum of every agent's return?
+
+    python benchmarks/competitive.py --env simple_tag --steps 1000000 --seeds 0,1,2 \\
+        --jobs 2 --out runs/competitive
+
+For each seed, two runs of the shipped MATD3 preset at equal env steps: ``teams`` (a population
+per team, the default) and ``joint`` (``population.teams: joint``: one population, fitness the
+sum over all agents). The teams run keeps its champions of generation 0 and of 25% and 50% of
+the run (copies of ``checkpoints/best.pt`` taken as it trains). Then, on ``--episodes`` fresh
+episodes per pairing (seed 10**6 + run seed):
+
+1. *Champions against references.* Each team's final champion plays its own seat against the
+   other team played by: a random policy, the scripted heuristic, and the champions of
+   generation 0, 25% and 50%. Beside it, the reference's own return in that seat against the
+   same opponents: the champion beats the reference when its return is higher.
+2. *Teams against joint.* In each seat, the teams run's policy and the joint run's policy
+   each play against both runs' other team; the table gives the teams run's return minus the
+   joint run's, averaged over the two opponents: above zero, the team-evolved policy plays its
+   seat better. Mean over seeds with a 95% t interval.
+Finished runs are kept and skipped when run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+       9: 2.262, 10: 2.228}
+MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
+
+
+def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
+    return out / f"{env}-{mode}-s{seed}"
+
+
+def train(env: str, mode: str, seed: int, steps: int, out: Path,
+          extra: dict[str, Any]) -> dict[str, Any]:
+    from evohpo import api
+
+    d = run_dir(out, env, mode, seed)
+    overrides = {"env.pool": "sync", "population.teams": "auto" if mode == "teams" else "joint",
+                 **extra}
+    cfg = api.resolve(algo="matd3", env=env, steps=steps, seed=seed,
+                             overrides=overrides)[0]
+    windows = max(1, math.ceil(steps / (cfg.evolution.evo_steps * cfg.population.size)))
+    marks = {round(f * (windows - 1)): f for f in MARKS}
+    keep = d / "champions"
+
+    def snapshot(info: Any) -> None:
+        if info.generation in marks:
+            keep.mkdir(exist_ok=True)
+            shutil.copy(d / "checkpoints" / "best.pt",
+                        keep / f"at{int(100 * marks[info.generation])}.pt")
+
+    t0 = time.perf_counter()
+    api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
+                 run_dir=d, overwrite=True, callbacks=[snapshot] if mode == "teams" else [])
+    return {"env": env, "mode": mode, "seed": seed, "steps": steps,
+            "wall_s": time.perf_counter() - t0}
+
+
+def load(path: Path, d: Path) -> Any:
+    """The algorithm in a best.pt-like file of run ``d``."""
+    from evohpo import checkpoint
+    from evohpo.algos import restore_algo
+    from evohpo.envs import spec_for
+    from evohpo.playback import run_config
+
+    cfg = run_config(d)
+    _, tensors = checkpoint.load(path)
+    return restore_algo(cfg, spec_for(cfg.env), tensors["algo"], "cpu")
+
+
+class Arena:
+    """Matches on one env: each team's mean return per episode, on the same episodes."""
+
+    def __init__(self, d: Path, episodes: int, seed: int):
+        from evohpo.envs import spec_for
+        from evohpo.play import eval_pool
+        from evohpo.playback import run_config
+
+        self.cfg = run_config(d)
+        self.spec = spec_for(self.cfg.env)
+        self.teams = self.spec.team_list()
+        self.pool = eval_pool(self.cfg, self.spec, episodes)
+        self.seed = seed
+
+    def play(self, seats: list[Any]) -> list[np.ndarray]:
+        """Each team's per-episode return, team ``t`` played by ``seats[t]``."""
+        from evohpo.play import episode_returns, episode_totals
+
+        for p in seats:
+            reset = getattr(p, "reset", None)
+            if reset is not None:
+                reset(self.seed)
+        lineup = [(p, agents) for p, (_, agents) in zip(seats, self.teams, strict=True)]
+        returns = episode_returns(lineup, self.pool, self.seed)
+        return [episode_totals(returns, agents) for _, agents in self.teams]
+
+    def reference(self, kind: str) -> Any:
+        from evohpo.references import reference_policy
+
+        e = self.cfg.env
+        return reference_policy(kind, self.spec, e.name, e.kwargs, self.seed)
+
+
+def against_references(out: Path, env: str, seed: int, episodes: int) -> list[dict[str, Any]]:
+    d = run_dir(out, env, "teams", seed)
+    arena = Arena(d, episodes, 10**6 + seed)
+    champ = load(d / "checkpoints" / "best.pt", d)
+    refs: dict[str, Any] = {"random": arena.reference("random")}
+    from evohpo.references import heuristic_available
+
+    if heuristic_available(env):
+        refs["heuristic"] = arena.reference("heuristic")
+    for f in MARKS:
+        p = d / "champions" / f"at{int(100 * f)}.pt"
+        if p.exists():
+            refs[f"gen {int(100 * f)}%"] = load(p, d)
+    rows = []
+    for name, ref in refs.items():
+        for t, (team, _) in enumerate(arena.teams):
+            seats = [ref] * len(arena.teams)
+            bar = arena.play(seats)[t]
+            seats[t] = champ
+            got = arena.play(seats)[t]
+            rows.append({"env": env, "seed": seed, "team": team, "reference": name,
+                         "champion": float(got.mean()), "champion_sd": float(got.std()),
+                         "bar": float(bar.mean()), "bar_sd": float(bar.std()),
+                         "beats": bool(got.mean() > bar.mean())})
+    return rows
+
+
+def teams_vs_joint(out: Path, env: str, seed: int, episodes: int) -> list[dict[str, Any]]:
+    dt, dj = run_dir(out, env, "teams", seed), run_dir(out, env, "joint", seed)
+    arena = Arena(dt, episodes, 10**6 + seed)
+    tm, jt = load(dt / "checkpoints" / "best.pt", dt), load(dj / "checkpoints" / "best.pt", dj)
+    rows = []
+    n = len(arena.teams)
+    for t, (team, _) in enumerate(arena.teams):
+        deltas = []
+        for opp in (tm, jt):
+            mine = [opp] * n
+            mine[t] = tm
+            theirs = [opp] * n
+            theirs[t] = jt
+            deltas.append(arena.play(mine)[t].mean() - arena.play(theirs)[t].mean())
+        rows.append({"env": env, "seed": seed, "team": team, "delta": float(np.mean(deltas)),
+                     "vs_joint_opponent": float(deltas[1]), "vs_teams_opponent": float(deltas[0])})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--env", default="simple_tag", help="comma-separated envs")
+    ap.add_argument("--steps", type=int, default=1_000_000)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for every run (repeatable)")
+    ap.add_argument("--out", default="runs/competitive")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    extra: dict[str, Any] = {}
+    for text in args.set:
+        key, _, value = text.partition("=")
+        extra[key] = json.loads(value) if value[:1] in "[{0123456789-" or value in (
+            "true", "false", "null") else value
+    envs, seeds = args.env.split(","), [int(s) for s in args.seeds.split(",")]
+    log = out / "runs.jsonl"
+    done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    have = {(r["env"], r["mode"], r["seed"]) for r in done if r["steps"] == args.steps}
+    todo = [(e, m, s) for e in envs for s in seeds for m in ("teams", "joint")
+            if (e, m, s) not in have]
+    if todo:
+        print(f"{len(todo)} runs of {args.steps:,} env steps, {args.jobs} at a time", flush=True)
+        os.environ.setdefault("WANDB_MODE", "disabled")
+        with ProcessPoolExecutor(args.jobs) as pool:
+            futures = [pool.submit(train, e, m, s, args.steps, out, extra) for e, m, s in todo]
+            for fut in as_completed(futures):
+                r = fut.result()
+                with open(log, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+                print(f"{r['env']} {r['mode']} s{r['seed']}: {r['wall_s']:.0f}s", flush=True)
+    for env in envs:
+        print(f"\n{env}, MATD3, {args.steps:,} env steps, {args.episodes} episodes per pairing")
+        print("\n| seed | team | reference | champion (mean +- sd) | reference in its seat | "
+              "beats |\n|---|---|---|---|---|---|")
+        for seed in seeds:
+            for r in against_references(out, env, seed, args.episodes):
+                print(f"| {seed} | {r['team']} | {r['reference']} | {r['champion']:.2f} +- "
+                      f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
+                      f"{'yes' if r['beats'] else 'no'} |")
+        rows = [r for seed in seeds for r in teams_vs_joint(out, env, seed, args.episodes)]
+        print("\n| team | per seed: teams run minus joint run | mean [95% CI] |\n|---|---|---|")
+        for team in dict.fromkeys(r["team"] for r in rows):
+            d = np.array([r["delta"] for r in rows if r["team"] == team])
+            half = (T95[len(d) - 1] * d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0
+            print(f"| {team} | {', '.join(f'{x:+.2f}' for x in d)} | {d.mean():+.2f} "
+                  f"[{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] |")
+
+
+if __name__ == "__main__":
+    main()
