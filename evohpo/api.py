@@ -231,8 +231,8 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     """
     cfg, found = resolve(config, algo=algo, env=env, steps=steps, seed=seed, overrides=overrides)
     cfg = with_settings(cfg, backend, wandb=wandb)
+    from evohpo.runtime.backends import runtime_class
     from evohpo.runtime.local import check_memory
-    from evohpo.trainer import runtime_class
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
     from evohpo.envs import spec_for
@@ -255,7 +255,7 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
     if steps is not None:
         cfg = C.load([C.to_dict(cfg), {"steps": steps}])
     cfg = with_settings(cfg, backend, address, wandb)
-    from evohpo.trainer import runtime_class
+    from evohpo.runtime.backends import runtime_class
 
     runtime_class(cfg)
     state = checkpoint.load_latest(path)

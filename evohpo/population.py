@@ -44,8 +44,10 @@ def make_population(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device
 
     With ``teams``, ``population.size`` members per team, team after team (ids go on counting).
     """
-    members, records = [], []
-    for team in teams or [None]:
+    members: list[Member] = []
+    records: list[MutationRecord] = []
+    team_names: list[str | None] = list(teams) if teams else [None]
+    for team in team_names:
         _add_team(cfg, spec, rng, device, team, members, records)
     return members, records
 
@@ -69,7 +71,7 @@ def _add_team(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torc
 
 def member_meta(m: Member) -> dict[str, Any]:
     """A member as JSON-safe data, without its algorithm (its state dict travels as tensors)."""
-    meta = {"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps,
+    meta: dict[str, Any] = {"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps,
             "learn_acc": m.learn_acc, "fitness": m.fitness, "diverged": m.diverged,
             "diverged_why": m.diverged_why, "rng": rng_state(m.rng)}
     if m.team is not None:

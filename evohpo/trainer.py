@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from evohpo import checkpoint
+from evohpo.algos.base import Algorithm
 from evohpo.best import BestKeeper
 from evohpo.config import Config, to_dict
 from evohpo.envs import spec_for
@@ -33,6 +34,7 @@ from evohpo.metrics import Window, best_index, generation_metrics
 from evohpo.play import Score, fitness_agents, playing_teams
 from evohpo.population import make_population
 from evohpo.runtime import Runtime
+from evohpo.runtime.backends import runtime_class
 from evohpo.state import RunState
 from evohpo.versus import League
 
@@ -45,22 +47,6 @@ def torch_threads(cfg: Config) -> int:
     processes on the same cores (measured on 2 cores: 570 instead of 5,100 env steps/s).
     """
     return cfg.torch_threads or 1
-
-
-def runtime_class(cfg: Config) -> type[Runtime]:
-    """The runtime for ``distributed.backend``: local, or Ray (Ray and the cluster's address
-    checked first, so that a bad one is refused before a run directory appears)."""
-    if cfg.distributed.backend == "ray":
-        from evohpo.distributed import check_address, require_ray
-
-        require_ray()
-        check_address(cfg.distributed.address)
-        from evohpo.distributed.driver import RayRuntime
-
-        return RayRuntime
-    from evohpo.runtime.local import LocalRuntime
-
-    return LocalRuntime
 
 
 class Trainer:
@@ -231,6 +217,7 @@ class Trainer:
         """Keep the best member (checkpoints/best.pt, eval/best_ever): see :mod:`evohpo.best`.
         On a game of several teams: every team's current champion, in one algorithm."""
         s, fitness = self.state, [sc.fitness for sc in scores]
+        kept: tuple[float, dict[str, Any], Algorithm] | None
         if self.league:
             kept = (s.best_ever, self.league.record(self.evaluated, scores),
                     self.league.champion_algo(self.evaluated, fitness))

@@ -169,9 +169,9 @@ class LocalRuntime(Runtime):
                 stored.update(s)
         for a in self.spec.agents:  # a policy gone NaN must not drive the envs into NaN states
             if not np.isfinite(env_act[a]).all():
-                s = self.spec[a]
+                sp = self.spec[a]
                 for x in (env_act[a], stored[a]):
-                    np.nan_to_num(x, copy=False, nan=s.low, posinf=s.high, neginf=s.low)
+                    np.nan_to_num(x, copy=False, nan=sp.low, posinf=sp.high, neginf=sp.low)
         return env_act, stored
 
     def learn(self) -> None:
