@@ -79,24 +79,66 @@ def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int
             "hyperparams": best.info.get("hyperparams"), "wall_s": time.perf_counter() - t0}
 
 
-def summarize(rows: list[dict[str, Any]], reference: str) -> None:
-    by: dict[tuple[str, str], dict[int, float]] = {}
+def trajectory(run_dir: Path) -> dict[str, Any]:
+    """What the run's own log says: the lowest best and mean fitness after its best first
+    reached -40 (a learner that falls apart drops far below random, -85, after that)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return {}
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    best = [r["eval/best_fitness"] for r in rows]
+    mean = [r["eval/mean_fitness"] for r in rows]
+    first = next((i for i, b in enumerate(best) if b >= -40), None)
+    if first is None:
+        return {"reached_40": False}
+    return {"reached_40": True, "after_40_min_best": min(best[first:]),
+            "after_40_min_mean": min(mean[first:])}
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> str:
+    """The paired difference ``a - b`` over their common seeds, with a 95% t interval."""
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        return ""
+    d = np.array([a[s] - b[s] for s in common])
+    half = t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    return f"{d.mean():+.2f} [{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] (n={len(d)})"
+
+
+def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
+              compare: list[str]) -> None:
+    by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
     for r in rows:
-        by.setdefault((r["start"], r["variant"]), {})[r["seed"]] = r["reeval"]
-    print("\n| start | variant | seeds | re-evaluated best (mean +- sd) | paired diff vs "
-          f"{reference} (mean, 95% CI) |")
-    print("|---|---|---|---|---|")
-    for (start, variant), vals in sorted(by.items()):
-        v = np.array(list(vals.values()))
-        ref = by.get((start, reference), {})
-        common = sorted(set(vals) & set(ref))
-        diff = ""
-        if variant != reference and len(common) >= 2:
-            d = np.array([vals[s] - ref[s] for s in common])
-            half = t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
-            diff = f"{d.mean():+.2f} [{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] (n={len(d)})"
+        r = {**r, **trajectory(out / f"{r['env']}-{r['algo']}-{r['start']}-{r['variant']}"
+                                     f"-s{r['seed']}")}
+        by.setdefault((r["start"], r["variant"]), {})[r["seed"]] = r
+
+    def reeval(cell: tuple[str, str]) -> dict[int, float]:
+        return {s: r["reeval"] for s, r in by.get(cell, {}).items()}
+
+    print("\n| start | variant | seeds | re-evaluated best (mean +- sd) | per seed | >= -30 | "
+          f"paired diff vs {reference} (mean, 95% CI) | re-evaluated - reported | "
+          "lowest best / mean fitness after reaching -40 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (start, variant), cell in sorted(by.items()):
+        seeds = sorted(cell)
+        v = np.array([cell[s]["reeval"] for s in seeds])
+        gap = np.array([cell[s]["reeval"] - cell[s]["reported"] for s in seeds])
+        diff = paired(reeval((start, variant)), reeval((start, reference))) \
+            if variant != reference else ""
+        after = [(cell[s].get("after_40_min_best"), cell[s].get("after_40_min_mean"))
+                 for s in seeds if cell[s].get("reached_40")]
+        low = (f"{min(a for a, _ in after):.1f} / {min(b for _, b in after):.1f} "
+               f"({len(after)} reached)") if after else "never reached -40"
         print(f"| {start} | {variant} | {len(v)} | {v.mean():.2f} "
-              f"+- {v.std(ddof=1) if len(v) > 1 else 0:.2f} | {diff} |")
+              f"+- {v.std(ddof=1) if len(v) > 1 else 0:.2f} | "
+              f"{' / '.join(f'{x:.1f}' for x in v)} | {int((v >= -30).sum())}/{len(v)} | "
+              f"{diff} | {gap.mean():+.2f} (worst {gap[np.abs(gap).argmax()]:+.2f}) | {low} |")
+    if compare:
+        print("\n| comparison | paired diff (mean, 95% CI) |\n|---|---|")
+        for c in compare:
+            a, b = (tuple(x.split("/")) for x in c.split(":"))
+            print(f"| {'/'.join(a)} - {'/'.join(b)} | {paired(reeval(a), reeval(b))} |")
 
 
 def main() -> None:
@@ -108,6 +150,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--starts", default="preset,poor,poor_lr,sample")
     ap.add_argument("--variants", default="tournament,truncation,fixed,select")
+    ap.add_argument("--cells", default="",
+                    help="START/VARIANT,... to run instead of every start x variant")
     ap.add_argument("--reference", default="fixed", help="the variant the others are paired with")
     ap.add_argument("--episodes", type=int, default=100, help="fresh episodes per re-evaluation")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)),
@@ -116,6 +160,9 @@ def main() -> None:
                     help="an override for every run (repeatable)")
     ap.add_argument("--out", default="runs/hpo_value")
     ap.add_argument("--summary-only", action="store_true", help="print the table of finished runs")
+    ap.add_argument("--compare", default="sample/truncation:preset/fixed,"
+                    "sample/truncation:sample/fixed,sample/tournament:sample/fixed",
+                    help="paired comparisons across starts, START/VARIANT:START/VARIANT,...")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -129,8 +176,11 @@ def main() -> None:
     key = (args.env, args.algo, args.steps)
     have = {(r["start"], r["variant"], r["seed"]) for r in done
             if (r["env"], r["algo"], r["steps"]) == key}
-    todo = [(s, v, int(seed)) for s in args.starts.split(",") for v in args.variants.split(",")
-            for seed in args.seeds.split(",") if (s, v, int(seed)) not in have]
+    cells = ([tuple(c.split("/")) for c in args.cells.split(",")] if args.cells else
+             [(s, v) for s in args.starts.split(",") for v in args.variants.split(",")])
+    # seed after seed, so that a grid cut short still holds paired results
+    todo = [(s, v, int(seed)) for seed in args.seeds.split(",") for s, v in cells
+            if (s, v, int(seed)) not in have]
     if not args.summary_only and todo:
         print(f"{len(todo)} runs of {args.steps:,} env steps, {args.jobs} at a time", flush=True)
         os.environ.setdefault("WANDB_MODE", "disabled")
@@ -148,7 +198,7 @@ def main() -> None:
     rows = [r for r in done if (r["env"], r["algo"], r["steps"]) == key]
     print(f"\n{args.env}, {args.algo}, {args.steps:,} env steps; the final best.pt member "
           f"re-evaluated on {args.episodes} fresh episodes")
-    summarize(rows, args.reference)
+    summarize(rows, args.reference, out, [c for c in args.compare.split(",") if c])
 
 
 if __name__ == "__main__":
