@@ -2,11 +2,14 @@
 
 For one run: fitness against env steps and wall time, every member's hyperparameters and
 architecture over time, the lineage tree, the fitness change that followed each mutation kind,
-the final best settings as a reusable YAML config, and the run's config, versions and machine.
+the final best settings as a reusable YAML config, and the run's config, versions and machine;
+on a game of several teams also each team's fitness, the cross-play between the teams' members
+and each team's champion against fixed references (:mod:`evohpo.report.teams`).
 With several runs, first a comparison at equal env steps (seeds of one setting pooled as mean
 and spread), then each run's report folded away. Built from the run directories' files only
-(``config.yaml``, ``metrics.jsonl``, ``lineage.jsonl``, ``system.jsonl``, ``checkpoints/best.pt``),
-so it works on a finished run, a running one, or one copied from another machine.
+(``config.yaml``, ``metrics.jsonl``, ``lineage.jsonl``, ``league.jsonl``, ``system.jsonl``,
+``checkpoints/best.pt``), so it works on a finished run, a running one, or one copied from
+another machine.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evohpo import paths as paths_
 from evohpo.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evohpo.report.data import Run
 
 
 def default_out(paths: list[Path]) -> Path:
@@ -25,6 +31,19 @@ def default_out(paths: list[Path]) -> Path:
     if len(paths) == 1:
         return paths[0] / "report.html"
     return Path(os.path.commonpath([str(p.resolve()) for p in paths])) / "report.html"
+
+
+def run_sections(run: Run, pre: str = "") -> list[tuple[str, str, str]]:
+    """(id, title, html) of every section of one run's report; on a game of several teams, the
+    Teams section comes after Fitness (html knows one population; teams builds on html)."""
+    from evohpo.report import html, teams
+
+    secs = html.run_sections(run, pre)
+    body = teams.section(run)
+    if body is None:
+        return secs
+    at = next(i for i, (sid, _, _) in enumerate(secs) if sid == pre + "fitness") + 1
+    return [*secs[:at], (pre + "teams", "Teams", body), *secs[at:]]
 
 
 def build_report(paths: list[Path], out: Path | None = None, title: str | None = None) -> Path:
@@ -48,7 +67,7 @@ def build_report(paths: list[Path], out: Path | None = None, title: str | None =
         if names.count(r.name) > 1:
             r.name = str(r.path)
     if len(runs) == 1:
-        secs = html.run_sections(runs[0])
+        secs = run_sections(runs[0])
         body = "".join(html.section(sid, t, b) for sid, t, b in secs)
         nav = [(sid, t) for sid, t, _ in secs]
         title = title or f"evohpo report: {runs[0].name}"
@@ -57,7 +76,7 @@ def build_report(paths: list[Path], out: Path | None = None, title: str | None =
         body = html.section("comparison", "Comparison", html.comparison(groups))
         nav = [("comparison", "Comparison")]
         for i, r in enumerate(runs):
-            secs = html.run_sections(r, f"r{i}-")
+            secs = run_sections(r, f"r{i}-")
             inner = "".join(html.section(sid, t, b) for sid, t, b in secs)
             body += (f"<section id='r{i}'><details><summary>Run {html.esc(r.name)}</summary>{inner}"
                      "</details></section>")

@@ -101,6 +101,7 @@ class Run:
     lineage: list[dict[str, Any]]
     system: list[dict[str, Any]]
     best_meta: dict[str, Any] | None
+    league: list[dict[str, Any]] = field(default_factory=list)  # games of several teams only
     members: list[MemberGen] = field(default_factory=list)
     at: dict[tuple[int, str], MemberGen] = field(default_factory=dict)
 
@@ -143,7 +144,8 @@ def load_run(path: Path) -> Run:
     run = Run(path=path, name=path.resolve().name, config=yaml.safe_load(text) or {},
               config_text=text, metrics=continuous_time(metrics),
               lineage=read_jsonl(path / "lineage.jsonl"),
-              system=read_jsonl(path / "system.jsonl"), best_meta=best_checkpoint_meta(path))
+              system=read_jsonl(path / "system.jsonl"), best_meta=best_checkpoint_meta(path),
+              league=read_jsonl(path / "league.jsonl"))
     link_members(run)
     return run
 
