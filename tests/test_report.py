@@ -212,7 +212,10 @@ def test_comparison_of_seeds_and_settings(tmp_path: Path,
     # best fitness: fixed, evolved
     assert "-8.50 ± 0.71 (n=2)" in comp and "-3.50 ± 0.71 (n=2)" in comp
     assert "<span class='good'>+5.00</span> ± 0.71 (s.e.)" in comp and "+5.00, +5.00" in comp
-    assert "+5.00 ± 0.00 (s.e., n=2)" in comp  # paired by seed: the same +5 for both seeds
+    assert "+5.00 ± 0.00 (s.e., n=2); 95% CI [+5.00, +5.00]" in comp  # paired: +5 each seed
+    # the member each run hands its user leads; the max over noisy estimates is not offered
+    assert comp.index("<td>kept member</td>") < comp.index("<td>best fitness</td>")
+    assert "best ever" not in comp
     assert "<td>mutation.none</td>" in comp
     assert all(points > 0 for points, _ in figures(comp))
 

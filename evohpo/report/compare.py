@@ -117,8 +117,11 @@ def upto(run: Run, steps: int) -> list[dict[str, Any]]:
 
 
 METRICS: dict[str, str] = {
-    "best fitness": "best member's fitness at the common env steps",
-    "best ever": "highest fitness any member reached up to then",
+    "kept member": "fitness of the member the run hands its user (checkpoints/best.pt) on fresh "
+                   "episodes that played no part in choosing it (eval/best_ever), at the common "
+                   "env steps: the figure to compare",
+    "best fitness": "the generation's highest fitness at the common env steps (the luckiest of "
+                    "several noisy estimates: biased upward)",
     "late best": "mean best fitness over the last quarter of the env steps",
     "mean best": "mean best fitness over all evaluations (area under the curve / steps)",
     "population mean": "mean fitness of the population at the common env steps",
@@ -130,11 +133,21 @@ def run_scores(run: Run, steps: int) -> dict[str, float]:
     best = np.array([num(m.get("eval/best_fitness")) for m in rows])
     late = np.array([num(m.get("eval/best_fitness")) for m in rows
                      if num(m.get("env_steps")) >= 0.75 * steps])
-    return {"best fitness": at_steps(run, "eval/best_fitness", steps),
-            "best ever": float(np.nanmax(best)) if np.isfinite(best).any() else math.nan,
+    return {"kept member": at_steps(run, "eval/best_ever", steps),
+            "best fitness": at_steps(run, "eval/best_fitness", steps),
             "late best": float(np.nanmean(late)) if np.isfinite(late).any() else math.nan,
             "mean best": float(np.nanmean(best)) if np.isfinite(best).any() else math.nan,
             "population mean": at_steps(run, "eval/mean_fitness", steps)}
+
+
+# two-sided 95% quantiles of Student's t by degrees of freedom (beyond 30: 2.0)
+T95 = (math.nan, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201,
+       2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t95(df: int) -> float:
+    return T95[df] if df < len(T95) else 2.0
 
 
 @dataclass

@@ -241,7 +241,8 @@ def system(run: Run) -> str:
 def comparison(groups: list[K.Group]) -> str:
     runs = [r for g in groups for r in g.runs]
     steps = K.common_steps(runs)
-    cv = {"best fitness vs env steps": K.curves(groups, "eval/best_fitness"),
+    cv = {"kept member (fresh episodes) vs env steps": K.curves(groups, "eval/best_ever"),
+          "best fitness vs env steps": K.curves(groups, "eval/best_fitness"),
           "population mean fitness vs env steps": K.curves(groups, "eval/mean_fitness"),
           "best fitness vs wall time": K.curves(groups, "eval/best_fitness", "time/elapsed_s",
                                                 60.0)}
@@ -261,7 +262,9 @@ def comparison(groups: list[K.Group]) -> str:
             cls = "good" if d.diff > 0 else "bad"
             se = f" ± {d.se:.2f} (s.e.)" if math.isfinite(d.se) else ""
             ps = d.paired_stat
-            paired = (f"{ps.mean:+.2f} ± {ps.std / math.sqrt(ps.n):.2f} (s.e., n={ps.n})"
+            half = K.t95(ps.n - 1) * ps.std / math.sqrt(ps.n) if ps.n > 1 else math.nan
+            paired = (f"{ps.mean:+.2f} ± {ps.std / math.sqrt(ps.n):.2f} (s.e., n={ps.n}); 95% "
+                      f"CI [{ps.mean - half:+.2f}, {ps.mean + half:+.2f}]"
                       if ps.n > 1 else f"{ps.mean:+.2f}" if ps.n else "no shared seeds")
             rows.append([esc(d.metric), f"<span class='{cls}'>{d.diff:+.2f}</span>{se}",
                          esc(paired), esc(", ".join(f"{x:+.2f}" for x in d.paired))])
