@@ -46,6 +46,22 @@ def test_resume_equals_uninterrupted(tmp_path: Path, first: int) -> None:
     assert elapsed == sorted(elapsed)  # the run's clock goes on across the resume
 
 
+def test_ou_noise_state_survives_a_checkpoint(tmp_path: Path) -> None:
+    """OU noise keeps a state per agent; a checkpoint gives it back as tensors."""
+    ou = ("--set", "algo.noise=ou")
+    assert train(tmp_path / "full", 96, *ou) == 0
+    assert train(tmp_path / "part", 80, *ou) == 0
+    assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "96", "--quiet"]) == 0
+    assert logs(tmp_path / "part") == logs(tmp_path / "full")
+    import evohpo
+
+    run = evohpo.load_run(tmp_path / "full")  # the best member, from best.pt
+    best = run.member("best")
+    assert best.algo.ou_state and all(isinstance(x, np.ndarray) and x.dtype == np.float32
+                                      for x in best.algo.ou_state.values())
+    assert np.isfinite(run.evaluate("best", episodes=2)["speaker_0"]).all()
+
+
 def test_resume_refuses_other_config_and_spent_budget(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     assert train(tmp_path / "r", 64) == 0

@@ -6,10 +6,9 @@ MATD3: Ackermann et al. 2019, "Reducing Overestimation Bias in Multi-Agent Domai
 Centralized Critics", https://arxiv.org/abs/1910.01465 (TD3's twin critics, delayed policy
 updates and target policy smoothing, per agent).
 
-MADDPG is this class with one critic, no policy delay and no smoothing: see ``ALGOS``.
-Each agent's critic sees every agent's observation and action; each actor only its own
-observation. Discrete actions train through a straight-through Gumbel-softmax and are stored
-one-hot, so the critic always sees a vector per agent.
+MADDPG is this class with one critic, no policy delay and no smoothing: see ``ALGOS``. Each
+agent's critic sees every agent's observation and action; each actor only its own observation.
+Discrete actions train through a straight-through Gumbel-softmax and are stored one-hot.
 """
 
 from __future__ import annotations
@@ -365,7 +364,8 @@ class MATD3:
         self.actor_version += 1
         self.updates = int(state["updates"])
         self.gen.set_state(state["gen"])
-        self.ou_state = {a: x.copy() for a, x in state["ou_state"].items()}
+        self.ou_state = {a: torch.as_tensor(x).numpy().astype(np.float32)  # arrays or tensors
+                         for a, x in state["ou_state"].items()}
 
     @classmethod
     def from_state_dict(cls, spec: EnvSpec, sw: Switches, state: dict[str, Any],
