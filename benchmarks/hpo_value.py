@@ -58,7 +58,7 @@ def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int
             out: Path, extra: dict[str, Any]) -> dict[str, Any]:
     import evohpo
 
-    run_dir = out / f"{env}-{algo}-{start}-{variant}-s{seed}"
+    run_dir = out / run_name(env, algo, start, variant, seed)
     overrides = {"env.pool": "sync", **STARTS[start], **VARIANTS[variant], **extra}
     t0 = time.perf_counter()
     result = evohpo.train(algo=algo, env=env, steps=steps, seed=seed, overrides=overrides,
@@ -77,6 +77,29 @@ def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int
             "min_best_fitness": min(m["eval/best_fitness"] for m in metrics),
             "reached_40": any(m["eval/best_fitness"] >= -40 for m in metrics),
             "hyperparams": best.info.get("hyperparams"), "wall_s": time.perf_counter() - t0}
+
+
+def run_name(env: str, algo: str, start: str, variant: str, seed: int) -> str:
+    return f"{env}-{algo}-{start}-{variant}-s{seed}"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] \
+        if path.exists() else []
+
+
+def recheck(run_dir: Path, seed: int, episodes: int) -> dict[str, Any]:
+    """The run's best.pt member on ``episodes`` more fresh episodes (seed 2 * 10**6 + run seed):
+    its reported fitness and a 100-episode re-evaluation each carry a standard error of about
+    2 points here, so their gap needs a sharper reference to show any bias."""
+    import evohpo
+
+    run = evohpo.load_run(run_dir)
+    returns = run.evaluate("best", episodes=episodes, seed=2 * 10**6 + seed)
+    agents = run.config.eval.fitness_agents or list(returns)
+    totals = np.sum([returns[a] for a in agents], axis=0)
+    return {"run": run_dir.name, "recheck": float(totals.mean()), "recheck_episodes": episodes,
+            "recheck_se": float(totals.std(ddof=1) / math.sqrt(len(totals)))}
 
 
 def trajectory(run_dir: Path) -> dict[str, Any]:
@@ -108,9 +131,10 @@ def paired(a: dict[int, float], b: dict[int, float]) -> str:
 def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
               compare: list[str]) -> None:
     by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    checked = {c["run"]: c for c in read_jsonl(out / "recheck.jsonl")}
     for r in rows:
-        r = {**r, **trajectory(out / f"{r['env']}-{r['algo']}-{r['start']}-{r['variant']}"
-                                     f"-s{r['seed']}")}
+        d = out / run_name(r["env"], r["algo"], r["start"], r["variant"], r["seed"])
+        r = {**r, **trajectory(d), **checked.get(d.name, {})}
         by.setdefault((r["start"], r["variant"]), {})[r["seed"]] = r
 
     def reeval(cell: tuple[str, str]) -> dict[int, float]:
@@ -118,8 +142,8 @@ def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
 
     print("\n| start | variant | seeds | re-evaluated best (mean +- sd) | per seed | >= -30 | "
           f"paired diff vs {reference} (mean, 95% CI) | re-evaluated - reported | "
-          "lowest best / mean fitness after reaching -40 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "lowest best / mean fitness after reaching -40 | reported - recheck |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (start, variant), cell in sorted(by.items()):
         seeds = sorted(cell)
         v = np.array([cell[s]["reeval"] for s in seeds])
@@ -130,10 +154,15 @@ def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
                  for s in seeds if cell[s].get("reached_40")]
         low = (f"{min(a for a, _ in after):.1f} / {min(b for _, b in after):.1f} "
                f"({len(after)} reached)") if after else "never reached -40"
+        rc = np.array([cell[s]["reported"] - cell[s]["recheck"] for s in seeds
+                       if "recheck" in cell[s]])
+        rcs = (f"{rc.mean():+.2f} (worst {rc[np.abs(rc).argmax()]:+.2f}; "
+               f"{cell[seeds[0]].get('recheck_episodes')} episodes)") if len(rc) else ""
         print(f"| {start} | {variant} | {len(v)} | {v.mean():.2f} "
               f"+- {v.std(ddof=1) if len(v) > 1 else 0:.2f} | "
               f"{' / '.join(f'{x:.1f}' for x in v)} | {int((v >= -30).sum())}/{len(v)} | "
-              f"{diff} | {gap.mean():+.2f} (worst {gap[np.abs(gap).argmax()]:+.2f}) | {low} |")
+              f"{diff} | {gap.mean():+.2f} (worst {gap[np.abs(gap).argmax()]:+.2f}) | {low} | "
+              f"{rcs} |")
     if compare:
         print("\n| comparison | paired diff (mean, 95% CI) |\n|---|---|")
         for c in compare:
@@ -160,6 +189,9 @@ def main() -> None:
                     help="an override for every run (repeatable)")
     ap.add_argument("--out", default="runs/hpo_value")
     ap.add_argument("--summary-only", action="store_true", help="print the table of finished runs")
+    ap.add_argument("--recheck", type=int, default=0, metavar="N",
+                    help="re-score every finished run's best.pt on N more fresh episodes "
+                         "(recheck.jsonl; the summary compares it with the reported fitness)")
     ap.add_argument("--compare", default="sample/truncation:preset/fixed,"
                     "sample/truncation:sample/fixed,sample/tournament:sample/fixed",
                     help="paired comparisons across starts, START/VARIANT:START/VARIANT,...")
@@ -167,7 +199,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log = out / "results.jsonl"
-    done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    done = read_jsonl(log)
     extra: dict[str, Any] = {}
     for text in args.set:
         key, _, value = text.partition("=")
@@ -196,6 +228,16 @@ def main() -> None:
                       f"{r['reeval']:7.2f} (reported {r['reported']:.2f}), "
                       f"{r['wall_s']:.0f}s", flush=True)
     rows = [r for r in done if (r["env"], r["algo"], r["steps"]) == key]
+    if args.recheck:
+        have_check = {c["run"] for c in read_jsonl(out / "recheck.jsonl")}
+        dirs = [(out / run_name(r["env"], r["algo"], r["start"], r["variant"], r["seed"]),
+                 r["seed"]) for r in rows]
+        dirs = [(d, seed) for d, seed in dirs if d.name not in have_check]
+        with ProcessPoolExecutor(args.jobs) as pool:
+            jobs = [pool.submit(recheck, d, seed, args.recheck) for d, seed in dirs]
+            for fut in as_completed(jobs):
+                with open(out / "recheck.jsonl", "a") as f:
+                    f.write(json.dumps(fut.result()) + "\n")
     print(f"\n{args.env}, {args.algo}, {args.steps:,} env steps; the final best.pt member "
           f"re-evaluated on {args.episodes} fresh episodes")
     summarize(rows, args.reference, out, [c for c in args.compare.split(",") if c])
