@@ -13,9 +13,10 @@ Finished runs are skipped when run again (their results are kept in ``results.js
 
 Starts: ``preset`` (the shipped config), ``poor`` (batch 32, learn_step 400), ``poor_lr``
 (learning rates 10x too small), ``sample`` (population.init: sample: a Latin hypercube over the
-search space, member 0 the preset). Variants: ``tournament`` (evolution as shipped),
-``truncation`` (PBT), ``fixed`` (selection off, no mutation: from ``sample`` this is random
-search), ``select`` (tournament selection without mutation).
+search space, member 0 the preset), ``unknown`` (the same sample with no member at the preset:
+a user who knows no good hyperparameters for the env). Variants: ``tournament`` (evolution as
+shipped), ``truncation`` (PBT), ``fixed`` (selection off, no mutation: from ``sample`` this is
+random search), ``select`` (tournament selection without mutation).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ STARTS: dict[str, dict[str, Any]] = {
     "poor": {"algo.batch_size": 32, "algo.learn_step": 400},
     "poor_lr": {"algo.lr_actor": 1e-4, "algo.lr_critic": 1e-4},
     "sample": {"population.init": "sample"},
+    "unknown": {"population.init": "sample", "population.keep_preset": False},
 }
 NO_MUTATION = {"mutation.none": 1, "mutation.hyperparameters": 0, "mutation.weights": 0,
                "mutation.architecture": 0, "mutation.activation": 0}
