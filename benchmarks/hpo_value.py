@@ -131,16 +131,19 @@ def paired(a: dict[int, float], b: dict[int, float]) -> str:
 
 
 def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
-              compare: list[str]) -> None:
+              compare: list[str], score: str = "reeval") -> None:
+    """The table of finished runs; ``score``: each run's figure, ``reeval`` (the re-evaluation
+    on --episodes fresh episodes) or ``recheck`` (on --recheck more; runs without it left out)."""
     by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
     checked = {c["run"]: c for c in read_jsonl(out / "recheck.jsonl")}
     for r in rows:
         d = out / run_name(r["env"], r["algo"], r["start"], r["variant"], r["seed"])
         r = {**r, **trajectory(d), **checked.get(d.name, {})}
-        by.setdefault((r["start"], r["variant"]), {})[r["seed"]] = r
+        if score in r:
+            by.setdefault((r["start"], r["variant"]), {})[r["seed"]] = {**r, "score": r[score]}
 
     def reeval(cell: tuple[str, str]) -> dict[int, float]:
-        return {s: r["reeval"] for s, r in by.get(cell, {}).items()}
+        return {s: r["score"] for s, r in by.get(cell, {}).items()}
 
     print("\n| start | variant | seeds | re-evaluated best (mean +- sd) | per seed | >= -30 | "
           f"paired diff vs {reference} (mean, 95% CI) | re-evaluated - reported | "
@@ -148,7 +151,7 @@ def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (start, variant), cell in sorted(by.items()):
         seeds = sorted(cell)
-        v = np.array([cell[s]["reeval"] for s in seeds])
+        v = np.array([cell[s]["score"] for s in seeds])
         gap = np.array([cell[s]["reeval"] - cell[s]["reported"] for s in seeds])
         diff = paired(reeval((start, variant)), reeval((start, reference))) \
             if variant != reference else ""
@@ -191,6 +194,8 @@ def main() -> None:
                     help="an override for every run (repeatable)")
     ap.add_argument("--out", default="runs/hpo_value")
     ap.add_argument("--summary-only", action="store_true", help="print the table of finished runs")
+    ap.add_argument("--score", choices=["reeval", "recheck"], default="reeval",
+                    help="each run's figure in the table: its re-evaluation, or its recheck")
     ap.add_argument("--recheck", type=int, default=0, metavar="N",
                     help="re-score every finished run's best.pt on N more fresh episodes "
                          "(recheck.jsonl; the summary compares it with the reported fitness)")
@@ -242,7 +247,9 @@ def main() -> None:
                     f.write(json.dumps(fut.result()) + "\n")
     print(f"\n{args.env}, {args.algo}, {args.steps:,} env steps; the final best.pt member "
           f"re-evaluated on {args.episodes} fresh episodes")
-    summarize(rows, args.reference, out, [c for c in args.compare.split(",") if c])
+    if args.score == "recheck":
+        print(f"scored on the --recheck episodes ({args.recheck or 'as checked'}), not --episodes")
+    summarize(rows, args.reference, out, [c for c in args.compare.split(",") if c], args.score)
 
 
 if __name__ == "__main__":
