@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,13 @@ def test_offline_run_holds_generations_lineage_config_and_best(tmp_path: Path) -
                  "--set", "logging.wandb.group=g1", "--set", "logging.wandb.tags=[a,b]"]) == 0
     metrics, lineage = read_jsonl(run / "metrics.jsonl"), read_jsonl(run / "lineage.jsonl")
     w = read_wandb(run)
+    # W&B's service process may still be writing the file when finish() has returned on a busy
+    # machine: wait (bounded) for the last generation's row before reading everything
+    deadline = time.monotonic() + 60
+    while sum("generation" in h for h in w["history"]) < len(metrics) and (
+            time.monotonic() < deadline):
+        time.sleep(0.5)
+        w = read_wandb(run)
     # the run: named after its directory, grouped and tagged, the resolved config as its config
     assert (w["run"].display_name, w["run"].project, w["run"].run_group) == ("run", "evohpo", "g1")
     assert list(w["run"].tags) == ["a", "b"]
