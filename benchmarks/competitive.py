@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-       9: 2.262, 10: 2.228}
+from evohpo.report.compare import t95  # two-sided 95% t quantiles
+
 MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
 
 
@@ -209,7 +209,7 @@ def main() -> None:
         print("\n| team | per seed: teams run minus joint run | mean [95% CI] |\n|---|---|---|")
         for team in dict.fromkeys(r["team"] for r in rows):
             d = np.array([r["delta"] for r in rows if r["team"] == team])
-            half = (T95[len(d) - 1] * d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0
+            half = (t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0
             print(f"| {team} | {', '.join(f'{x:+.2f}' for x in d)} | {d.mean():+.2f} "
                   f"[{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] |")
 

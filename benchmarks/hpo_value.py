@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from evohpo.report.compare import t95  # two-sided 95% t quantiles
+
 STARTS: dict[str, dict[str, Any]] = {
     "preset": {},
     "poor": {"algo.batch_size": 32, "algo.learn_step": 400},
@@ -47,13 +49,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "fixed": {"evolution.strategy": "independent", **NO_MUTATION},
     "select": {"evolution.strategy": "tournament", **NO_MUTATION},
 }
-# two-sided 95% t quantiles by degrees of freedom
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-       9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
-
-
-def t95(df: int) -> float:
-    return T95[max(k for k in T95 if k <= df)] if df >= 1 else math.nan
 
 
 def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int, episodes: int,
