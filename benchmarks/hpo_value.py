@@ -15,8 +15,9 @@ Starts: ``preset`` (the shipped config), ``poor`` (batch 32, learn_step 400), ``
 (learning rates 10x too small), ``sample`` (population.init: sample: a Latin hypercube over the
 search space, member 0 the preset), ``unknown`` (the same sample with no member at the preset:
 a user who knows no good hyperparameters for the env). Variants: ``tournament`` (evolution as
-shipped), ``truncation`` (PBT), ``fixed`` (selection off, no mutation: from ``sample`` this is
-random search), ``select`` (tournament selection without mutation).
+shipped), ``truncation`` (PBT, a member replaceable after one window), ``ready`` (PBT, a member
+replaceable only after 5 windows of its own training), ``fixed`` (selection off, no mutation:
+from ``sample`` this is random search), ``select`` (tournament selection without mutation).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ NO_MUTATION = {"mutation.none": 1, "mutation.hyperparameters": 0, "mutation.weig
                "mutation.architecture": 0, "mutation.activation": 0}
 VARIANTS: dict[str, dict[str, Any]] = {
     "tournament": {"evolution.strategy": "tournament"},
-    "truncation": {"evolution.strategy": "truncation"},
+    "truncation": {"evolution.strategy": "truncation", "evolution.ready": 1},
+    "ready": {"evolution.strategy": "truncation", "evolution.ready": 5},
     "fixed": {"evolution.strategy": "independent", **NO_MUTATION},
     "select": {"evolution.strategy": "tournament", **NO_MUTATION},
 }

@@ -262,7 +262,9 @@ def truncation(members: list[Any], fitness: list[float], se: list[float], genera
     others go on unchanged.
 
     Noise-aware: a member is replaced only when it is worse than the one it would copy by more
-    than ``evolution.min_gap`` standard errors of their difference (a diverged member always).
+    than ``evolution.min_gap`` standard errors of their difference, and only once it has trained
+    for ``evolution.ready`` windows since it was born (PBT's "ready"): early fitness says little
+    about where a member ends up. A diverged member is always replaced.
     """
     n = len(members)
     q = max(1, min(n // 2, round(ev.quantile * n)))
@@ -275,8 +277,10 @@ def truncation(members: list[Any], fitness: list[float], se: list[float], genera
     replaced = set()
     for b in bottom if top else []:
         t = top[int(rng.integers(len(top)))]
-        if not members[b].diverged and not worse_beyond(fitness[b], se[b], fitness[t], se[t],
-                                                        ev.min_gap):
+        f = fitness[b]
+        broken = members[b].diverged or f != f or f == -math.inf
+        young = generation - members[b].born + 1 < ev.ready
+        if not broken and (young or not worse_beyond(f, se[b], fitness[t], se[t], ev.min_gap)):
             continue
         child = clone(members[t], next_id, generation, rng)
         next_id += 1

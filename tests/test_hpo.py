@@ -474,6 +474,32 @@ def test_truncation_with_nan_errors_and_nan_fitness() -> None:
     assert out.next_id == 8 and all(r.kind == "elite" for r in out.records)
 
 
+def test_truncation_waits_until_a_member_is_ready() -> None:
+    """PBT's ready: a member younger than evolution.ready windows is not copied over, however
+    bad its fitness; once it has trained that long it is; a broken one goes at any age."""
+    mut = mcfg()
+    fitness = [float(i) for i in range(8)]  # slots 0 and 1 are the bottom quarter
+
+    def replaced(ready: int, generation: int, born: int, fit: list[float] = fitness,
+                 diverged: tuple[int, ...] = ()) -> list[int]:
+        members = population(8, diverged=diverged)
+        for m in members:
+            m.born = born
+        ev = ecfg(strategy="truncation", quantile=0.25, min_gap=0.0, ready=ready)
+        out = truncation(members, fit, [0.0] * 8, generation, 8, ev, mut,
+                         np.random.default_rng(0))
+        return [i for i, m in enumerate(out.members) if m is not members[i]]
+
+    assert replaced(1, 0, 0) == [0, 1]        # the default: replaced after one window
+    assert replaced(5, 3, 0) == []            # trained 4 windows of 5: kept
+    assert replaced(5, 4, 0) == [0, 1]        # trained 5: ready
+    assert replaced(5, 6, 3) == []            # a copy born in generation 3 starts over
+    assert replaced(5, 7, 3) == [0, 1]
+    broken = [NAN, -INF, *fitness[2:]]
+    assert replaced(50, 0, 0, broken) == [0, 1]
+    assert replaced(50, 0, 0, diverged=(1,)) == [1]
+
+
 # ----------------------------------------------------------------------------- the kept best
 
 

@@ -182,6 +182,10 @@ class EvolutionConfig:
         1.0, "truncation: a member is replaced only when worse than its replacement's parent by "
         "more than this many standard errors of the fitness difference (0: whenever worse)",
         lo=0)
+    ready: int = _f(
+        1, "truncation: evolution windows a member must have trained since it was born (or "
+        "last copied into) before it can be replaced; a diverged member is replaced at any age",
+        lo=1)
     tournament_size: int = _f(2, "members drawn per tournament", lo=1)
     elitism: bool = _f(True, "the best member survives unchanged")
     learning_delay: int = _f(2_000, "population env steps before anyone learns", lo=0)
