@@ -167,7 +167,8 @@ def numpy_activation(name: str, x: np.ndarray) -> np.ndarray:
     if name == "elu":
         return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
     if name == "silu":
-        return x / (1.0 + np.exp(-x))
+        with np.errstate(over="ignore"):  # exp(-x) overflows to inf below about -88: x/inf = -0
+            return x / (1.0 + np.exp(-x))
     return ACTIVATIONS[name](torch.from_numpy(x)).numpy()  # gelu: erf, which numpy lacks
 
 

@@ -4,6 +4,7 @@ learning."""
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from evohpo.algos.arch_mutations import apply_edits
 from evohpo.algos.matd3 import LearnInputs
 from evohpo.buffer import ReplayBuffer
 from evohpo.evolution import mutate_weights
-from evohpo.networks import ACTIVATIONS, MLP, add_nodes
+from evohpo.networks import ACTIVATIONS, MLP, add_nodes, numpy_activation
 from tests.test_algos import fill, hetero_spec
 
 HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.01,
@@ -43,6 +44,18 @@ def test_numpy_forward_equals_torch(activation: str) -> None:
     with torch.no_grad():
         twin.layers[-1].bias.add_(1.0)  # type: ignore[union-attr]
     assert not np.allclose(twin.forward_numpy(x), net.forward_numpy(x))
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_numpy_activation_at_extreme_inputs_matches_torch_without_warnings(activation: str,
+                                                                            ) -> None:
+    """Pre-activations far out (a diverging or heavily mutated network) stay exact and quiet."""
+    x = np.array([[-1e4, -200.0, -88.5, -1.0, 0.0, 1.0, 88.5, 200.0, 1e4]], dtype=np.float32)
+    ref = ACTIVATIONS[activation](torch.from_numpy(x.copy())).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = numpy_activation(activation, x.copy())
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
 
 
 def population(spec, algo: str, noise: str,
