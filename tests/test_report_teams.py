@@ -198,3 +198,36 @@ def test_report_of_a_real_tiny_team_run(tmp_path: Path, capsys: pytest.CaptureFi
     assert len(figs) == 3  # fitness per team, ratings, references
     for points, img in figs:
         assert points > 0 and coloured_pixels(img) > 50
+
+
+def test_summary_and_comparison_of_team_runs(tmp_path: Path) -> None:
+    """Across runs of a game of teams, cross-play fitness is relative to whom each run met:
+    the summary gives each team's champion, and a comparison uses the champions' returns
+    against the fixed references, per team, paired by seed."""
+    runs = []
+    for mode, shift in (("joint", 0.0), ("teams", 4.0)):
+        for seed in (0, 1):
+            d = write_team_run(tmp_path / "sw" / f"{mode}-s{seed}")
+            cfg = {"env": {"name": "simple_tag"}, "seed": seed,
+                   "population": {"teams": "joint" if mode == "joint" else "auto"}}
+            (d / "config.yaml").write_text(C.dump(C.load([TINY, cfg])))
+            rows = read_jsonl(d / "metrics.jsonl")
+            for row in rows:
+                for k in [k for k in row if k.startswith("vs/") and not k.endswith("/ref")]:
+                    row[k] += shift + seed + (1.0 if k.startswith("vs/prey") else 0.0)
+            (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            runs.append(d)
+    page = build_report(runs).read_text()
+    summary = page[page.index("<section id='r0-summary'>"):
+                   page.index("<section id='r0-fitness'>")]
+    assert "predators: champion, best / mean fitness" in summary
+    assert "member 6, 62.000 / 37.000" in summary and "member 3, 32.000 / 27.000" in summary
+    assert "per team (predators, prey)" in summary
+    comp = page[page.index("<section id='comparison'>"):page.index("<section id='r0'>")]
+    # the last generation: vs random -12 and vs heuristic -22, plus seed (+1 for the prey)
+    assert "<td>predators vs random</td>" in comp and "<td>prey vs heuristic</td>" in comp
+    assert "-11.50 ± 0.71 (n=2)" in comp and "-7.50 ± 0.71 (n=2)" in comp  # predators vs random
+    assert "-20.50 ± 0.71 (n=2)" in comp and "-16.50 ± 0.71 (n=2)" in comp  # prey vs heuristic
+    assert "+4.00 ± 0.00 (s.e., n=2); 95% CI [+4.00, +4.00]" in comp
+    assert "kept member" not in comp and "<td>best fitness</td>" not in comp
+    assert all(points > 0 for points, _ in figures(comp))

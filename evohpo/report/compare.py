@@ -128,7 +128,33 @@ METRICS: dict[str, str] = {
 }
 
 
-def run_scores(run: Run, steps: int) -> dict[str, float]:
+def reference_keys(runs: list[Run]) -> dict[str, str]:
+    """Games of several teams: {metric: logged key} for each team's champion against each fixed
+    reference (random, heuristic, the first generation's champions). Cross-play fitness is
+    relative to the opponents a run met, so across runs only these are comparable."""
+    out: dict[str, str] = {}
+    for run in runs:
+        for row in run.metrics:
+            for k in row:
+                team, _, ref = k.removeprefix("vs/").partition("/")
+                if k.startswith("vs/") and ref and not ref.endswith("/ref"):
+                    out.setdefault(f"{team} vs {ref}", k)
+    return out
+
+
+def metrics_for(runs: list[Run]) -> dict[str, str]:
+    """{metric: what it means} for comparing ``runs``."""
+    refs = reference_keys(runs)
+    if not refs:
+        return METRICS
+    return {name: f"the {name.partition(' vs ')[0]} team's champion, its team return against "
+                  f"{name.partition(' vs ')[2]} opponents ({k}), at the common env steps"
+            for name, k in refs.items()}
+
+
+def run_scores(run: Run, steps: int, refs: dict[str, str] | None = None) -> dict[str, float]:
+    if refs:
+        return {name: at_steps(run, k, steps) for name, k in refs.items()}
     rows = upto(run, steps) or run.metrics[:1]
     best = np.array([num(m.get("eval/best_fitness")) for m in rows])
     late = np.array([num(m.get("eval/best_fitness")) for m in rows
@@ -173,10 +199,11 @@ def stat(values: list[float]) -> Stat:
 
 def scores(groups: list[Group], steps: int) -> dict[str, dict[str, Stat]]:
     """{group label: {metric: mean +- std over the group's runs}}, all at ``steps`` env steps."""
+    refs = reference_keys([r for g in groups for r in g.runs])
     out = {}
     for g in groups:
-        per = [run_scores(r, steps) for r in g.runs]
-        out[g.label] = {k: stat([p[k] for p in per]) for k in METRICS}
+        per = [run_scores(r, steps, refs) for r in g.runs]
+        out[g.label] = {k: stat([p[k] for p in per]) for k in per[0]}
     return out
 
 
@@ -195,10 +222,11 @@ class Delta:
 
 
 def deltas(ref: Group, other: Group, steps: int) -> list[Delta]:
-    a = {r.seed(): run_scores(r, steps) for r in ref.runs}
-    b = {r.seed(): run_scores(r, steps) for r in other.runs}
+    refs = reference_keys(ref.runs + other.runs)
+    a = {r.seed(): run_scores(r, steps, refs) for r in ref.runs}
+    b = {r.seed(): run_scores(r, steps, refs) for r in other.runs}
     out = []
-    for k in METRICS:
+    for k in metrics_for(ref.runs + other.runs):
         sa, sb = stat([s[k] for s in a.values()]), stat([s[k] for s in b.values()])
         se = (math.sqrt(sa.std ** 2 / sa.n + sb.std ** 2 / sb.n) if sa.n > 1 and sb.n > 1
               else math.nan)

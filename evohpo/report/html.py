@@ -121,19 +121,31 @@ def summary(run: Run) -> str:
     c = run.config
     steps, wall = int(fm.get("env_steps", 0)), num(fm.get("time/elapsed_s"))
     best = run.final_best()
+    teams = list(dict.fromkeys(k.split("/")[1] for k in fm
+                               if k.startswith("team/") and k.endswith("/best_fitness")))
     rows = [["run directory", str(run.path)],
             ["algorithm / env",
              f"{c.get('algo', {}).get('name')} on {c.get('env', {}).get('name')}"],
-            ["population", c.get("population", {}).get("size")],
+            ["population", f"{c.get('population', {}).get('size')}"
+                           + (f" per team ({', '.join(teams)})" if teams else "")],
             ["generations", len(run.metrics)], ["env steps", steps],
             ["wall time", f"{wall / 60:.1f} min" if math.isfinite(wall) else "n/a"],
             ["env steps / s (overall)", steps / wall if wall and math.isfinite(wall) else math.nan],
-            ["final best fitness", f"{best.fitness:.3f} (member {best.id})"],
-            ["final mean fitness", num(fm.get("eval/mean_fitness"))],
-            ["best fitness ever", num(fm.get("eval/best_ever"))],
+            *(team_rows(fm, teams) if teams else
+              [["final best fitness", f"{best.fitness:.3f} (member {best.id})"],
+               ["final mean fitness", num(fm.get("eval/mean_fitness"))],
+               ["kept member (fresh episodes)", num(fm.get("eval/best_ever"))]]),
             ["mutations",
              ", ".join(f"{k}: {n}" for k, n in kind_counts(run).items()) or "none yet"]]
     return table(None, rows)
+
+
+def team_rows(fm: dict[str, Any], teams: list[str]) -> list[list[Any]]:
+    """A game of several teams: each team's champion and fitness (cross-play: relative to the
+    other teams' members of that generation)."""
+    return [[f"{t}: champion, best / mean fitness",
+             f"member {fm.get(f'team/{t}/champion')}, {num(fm.get(f'team/{t}/best_fitness')):.3f}"
+             f" / {num(fm.get(f'team/{t}/mean_fitness')):.3f}"] for t in teams]
 
 
 def kind_counts(run: Run) -> dict[str, int]:
@@ -241,20 +253,22 @@ def system(run: Run) -> str:
 def comparison(groups: list[K.Group]) -> str:
     runs = [r for g in groups for r in g.runs]
     steps = K.common_steps(runs)
-    cv = {"kept member (fresh episodes) vs env steps": K.curves(groups, "eval/best_ever"),
-          "best fitness vs env steps": K.curves(groups, "eval/best_fitness"),
-          "population mean fitness vs env steps": K.curves(groups, "eval/mean_fitness"),
-          "best fitness vs wall time": K.curves(groups, "eval/best_fitness", "time/elapsed_s",
-                                                60.0)}
+    refs = K.reference_keys(runs)
+    cv = ({f"{name} vs env steps": K.curves(groups, k) for name, k in refs.items()} if refs else
+          {"kept member (fresh episodes) vs env steps": K.curves(groups, "eval/best_ever"),
+           "best fitness vs env steps": K.curves(groups, "eval/best_fitness"),
+           "population mean fitness vs env steps": K.curves(groups, "eval/mean_fitness"),
+           "best fitness vs wall time": K.curves(groups, "eval/best_fitness", "time/elapsed_s",
+                                                 60.0)})
     body = figure(plots.compare(cv, "Each group's runs (faint) and their mean (bold) with a ±1 "
                                     "std band over seeds. Runs are compared at equal env steps."))
-    sc = K.scores(groups, steps)
+    sc, names = K.scores(groups, steps), K.metrics_for(runs)
     body += f"<h3>At {steps:,} env steps (reached by every run)</h3>"
-    body += table(["group", "runs", *K.METRICS],
+    body += table(["group", "runs", *names],
                   [[g.label, ", ".join(r.name for r in g.runs),
-                    *(str(sc[g.label][k]) for k in K.METRICS)] for g in groups])
+                    *(str(sc[g.label][k]) for k in names)] for g in groups])
     body += ("<p class='muted'>"
-             + "; ".join(f"<b>{esc(k)}</b>: {esc(v)}" for k, v in K.METRICS.items()) + "</p>")
+             + "; ".join(f"<b>{esc(k)}</b>: {esc(v)}" for k, v in names.items()) + "</p>")
     ref = groups[0]
     for g in groups[1:]:
         rows = []
