@@ -184,8 +184,10 @@ class Trainer:
             m.update(self.league.window_metrics(self.evaluated, scores, s.generation, self.log))
         self.log.log(m, s.env_steps)
         self.log.lineage([r.to_json() for r in records])
-        self.log.progress(s.env_steps, {"gen": s.generation, "best": f"{fitness[best]:.2f}",
-                                        "mean": f"{np.mean(fitness):.2f}"})
+        bar = ({k.split("/")[1]: f"{v:.2f}" for k, v in m.items()  # each team's best
+                if k.startswith("team/") and k.endswith("/best_fitness")} if self.league else
+               {"best": f"{fitness[best]:.2f}", "mean": f"{np.mean(fitness):.2f}"})
+        self.log.progress(s.env_steps, {"gen": s.generation, **bar})
         self.last_metrics = m
 
     def next_window(self) -> None:
