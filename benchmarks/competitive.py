@@ -13,7 +13,8 @@ episodes per pairing (seed 10**6 + run seed):
 1. *Champions against references.* Each team's final champion plays its own seat against the
    other team played by: a random policy, the scripted heuristic, and the champions of
    generation 0, 25% and 50%. Beside it, the reference's own return in that seat against the
-   same opponents: the champion beats the reference when its return is higher.
+   same opponents, on the same episodes: the champion beats the reference when the paired
+   difference's 95% interval is above zero (below: it loses; across zero: within noise).
 2. *Teams against joint.* In each seat, the teams run's policy and the joint run's policy
    each play against both runs' other team; the table gives the teams run's return minus the
    joint run's, averaged over the two opponents: above zero, the team-evolved policy plays its
@@ -135,10 +136,14 @@ def against_references(out: Path, env: str, seed: int, episodes: int) -> list[di
             bar = arena.play(seats)[t]
             seats[t] = champ
             got = arena.play(seats)[t]
+            d = got - bar  # the same episodes (one seed): a paired difference
+            half = 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d))
             rows.append({"env": env, "seed": seed, "team": team, "reference": name,
                          "champion": float(got.mean()), "champion_sd": float(got.std()),
                          "bar": float(bar.mean()), "bar_sd": float(bar.std()),
-                         "beats": bool(got.mean() > bar.mean())})
+                         "diff": float(d.mean()), "diff_half": half,
+                         "beats": "yes" if d.mean() - half > 0 else
+                                  "no" if d.mean() + half < 0 else "within noise"})
     return rows
 
 
@@ -199,12 +204,13 @@ def main() -> None:
     for env in envs:
         print(f"\n{env}, MATD3, {args.steps:,} env steps, {args.episodes} episodes per pairing")
         print("\n| seed | team | reference | champion (mean +- sd) | reference in its seat | "
-              "beats |\n|---|---|---|---|---|---|")
+              "champion minus reference [95% CI] | beats |\n|---|---|---|---|---|---|---|")
         for seed in seeds:
             for r in against_references(out, env, seed, args.episodes):
                 print(f"| {seed} | {r['team']} | {r['reference']} | {r['champion']:.2f} +- "
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
-                      f"{'yes' if r['beats'] else 'no'} |")
+                      f"{r['diff']:+.2f} [{r['diff'] - r['diff_half']:+.2f}, "
+                      f"{r['diff'] + r['diff_half']:+.2f}] | {r['beats']} |")
         rows = [r for seed in seeds for r in teams_vs_joint(out, env, seed, args.episodes)]
         print("\n| team | per seed: teams run minus joint run | mean [95% CI] |\n|---|---|---|")
         for team in dict.fromkeys(r["team"] for r in rows):
