@@ -18,7 +18,9 @@ episodes per pairing (seed 10**6 + run seed):
 2. *Teams against joint.* In each seat, the teams run's policy and the joint run's policy
    each play against both runs' other team; the table gives the teams run's return minus the
    joint run's, averaged over the two opponents: above zero, the team-evolved policy plays its
-   seat better. Mean over seeds with a 95% t interval.
+   seat better. Mean over seeds with a 95% t interval. With ``--modes teams,elo`` (or all
+   three), a third kind of run, ``elo`` (teams whose fitness is an Elo rating from the
+   cross-play results, ``eval.team_fitness: elo``), meets the ``teams`` run the same way.
 Finished runs are kept and skipped when run again.
 """
 
@@ -39,6 +41,11 @@ import numpy as np
 from evohpo.report.compare import t95  # two-sided 95% t quantiles
 
 MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
+MODES: dict[str, dict[str, Any]] = {
+    "teams": {"population.teams": "auto"},                            # as shipped
+    "joint": {"population.teams": "joint"},                           # the all-agent sum
+    "elo": {"population.teams": "auto", "eval.team_fitness": "elo"},  # teams, rated by Elo
+}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -50,8 +57,7 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
     from evohpo import api
 
     d = run_dir(out, env, mode, seed)
-    overrides = {"env.pool": "sync", "population.teams": "auto" if mode == "teams" else "joint",
-                 **extra}
+    overrides = {"env.pool": "sync", **MODES[mode], **extra}
     cfg = api.resolve(algo="matd3", env=env, steps=steps, seed=seed,
                              overrides=overrides)[0]
     windows = max(1, math.ceil(steps / (cfg.evolution.evo_steps * cfg.population.size)))
@@ -66,7 +72,7 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
 
     t0 = time.perf_counter()
     api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
-                 run_dir=d, overwrite=True, callbacks=[snapshot] if mode == "teams" else [])
+                 run_dir=d, overwrite=True, callbacks=[snapshot] if mode != "joint" else [])
     return {"env": env, "mode": mode, "seed": seed, "steps": steps,
             "wall_s": time.perf_counter() - t0}
 
@@ -147,8 +153,9 @@ def against_references(out: Path, env: str, seed: int, episodes: int) -> list[di
     return rows
 
 
-def teams_vs_joint(out: Path, env: str, seed: int, episodes: int) -> list[dict[str, Any]]:
-    dt, dj = run_dir(out, env, "teams", seed), run_dir(out, env, "joint", seed)
+def head_to_head(out: Path, env: str, seed: int, episodes: int, mode: str = "teams",
+                 other: str = "joint") -> list[dict[str, Any]]:
+    dt, dj = run_dir(out, env, mode, seed), run_dir(out, env, other, seed)
     arena = Arena(dt, episodes, 10**6 + seed)
     tm, jt = load(dt / "checkpoints" / "best.pt", dt), load(dj / "checkpoints" / "best.pt", dj)
     rows = []
@@ -172,6 +179,9 @@ def main() -> None:
     ap.add_argument("--env", default="simple_tag", help="comma-separated envs")
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--modes", default="teams,joint",
+                    help="comma-separated: teams (as shipped), joint (the all-agent sum), elo "
+                         "(teams rated by Elo); head to head: teams vs joint, elo vs teams")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -189,7 +199,8 @@ def main() -> None:
     log = out / "runs.jsonl"
     done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
     have = {(r["env"], r["mode"], r["seed"]) for r in done if r["steps"] == args.steps}
-    todo = [(e, m, s) for e in envs for s in seeds for m in ("teams", "joint")
+    modes = args.modes.split(",")
+    todo = [(e, m, s) for e in envs for s in seeds for m in modes
             if (e, m, s) not in have]
     if todo:
         print(f"{len(todo)} runs of {args.steps:,} env steps, {args.jobs} at a time", flush=True)
@@ -211,13 +222,16 @@ def main() -> None:
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
                       f"{r['diff']:+.2f} [{r['diff'] - r['diff_half']:+.2f}, "
                       f"{r['diff'] + r['diff_half']:+.2f}] | {r['beats']} |")
-        rows = [r for seed in seeds for r in teams_vs_joint(out, env, seed, args.episodes)]
-        print("\n| team | per seed: teams run minus joint run | mean [95% CI] |\n|---|---|---|")
-        for team in dict.fromkeys(r["team"] for r in rows):
-            d = np.array([r["delta"] for r in rows if r["team"] == team])
-            half = (t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0
-            print(f"| {team} | {', '.join(f'{x:+.2f}' for x in d)} | {d.mean():+.2f} "
-                  f"[{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] |")
+        for a, b in (("teams", "joint"), ("elo", "teams")):
+            if a not in modes or b not in modes:
+                continue
+            rows = [r for seed in seeds for r in head_to_head(out, env, seed, args.episodes, a, b)]
+            print(f"\n| team | per seed: {a} run minus {b} run | mean [95% CI] |\n|---|---|---|")
+            for team in dict.fromkeys(r["team"] for r in rows):
+                d = np.array([r["delta"] for r in rows if r["team"] == team])
+                half = (t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0
+                print(f"| {team} | {', '.join(f'{x:+.2f}' for x in d)} | {d.mean():+.2f} "
+                      f"[{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] |")
 
 
 if __name__ == "__main__":
