@@ -268,7 +268,7 @@ def check_explore(rec: Any, mut: MutationConfig) -> dict[str, str]:
 
 
 def test_truncation_known_answer() -> None:
-    mut, ev = mcfg(), ecfg(strategy="truncation", quantile=0.25, resample_probability=0.25)
+    mut, ev = mcfg(), ecfg(strategy="truncation", ready=1, quantile=0.25, resample_probability=0.25)
     for seed in range(20):
         members = population(8)
         snapshot = [dataclasses.replace(m.algo.hp) for m in members]
@@ -296,7 +296,7 @@ def test_truncation_known_answer() -> None:
 
 
 def test_truncation_resample_probability_one_draws_from_the_prior() -> None:
-    mut, ev = mcfg(), ecfg(strategy="truncation", quantile=0.25, resample_probability=1.0)
+    mut, ev = mcfg(), ecfg(strategy="truncation", ready=1, quantile=0.25, resample_probability=1.0)
     lrs, changed = [], 0
     for seed in range(60):
         out = truncation(population(8), [float(i) for i in range(8)], [0.0] * 8, 0, 8, ev, mut,
@@ -315,7 +315,7 @@ def test_truncation_resample_probability_one_draws_from_the_prior() -> None:
 
 def test_truncation_resample_probability_zero_only_perturbs() -> None:
     mut = mcfg(bounds={"tau": {"mutate": False}})
-    ev = ecfg(strategy="truncation", quantile=0.25, resample_probability=0.0)
+    ev = ecfg(strategy="truncation", ready=1, quantile=0.25, resample_probability=0.0)
     near_max = dataclasses.replace(MID, lr_actor=9.5e-3, learn_step=390)
     factors = set()
     for seed in range(20):
@@ -405,7 +405,8 @@ def test_truncation_copies_only_over_a_member_worse_beyond_min_gap() -> None:
         for i in div:
             fitness[i] = float(rng.choice([-INF, NAN, fitness[i]]))
         members = population(n, diverged=div)
-        ev = ecfg(strategy="truncation", quantile=float(rng.uniform(0.05, 0.5)), min_gap=gap)
+        ev = ecfg(strategy="truncation", ready=1, quantile=float(rng.uniform(0.05, 0.5)),
+                  min_gap=gap)
         out = truncation(members, fitness, se, 0, 1000, ev, mut, np.random.default_rng(draw))
 
         def beyond(b: int, t: int, f: list[float] = fitness, s: list[float] = se,
@@ -458,7 +459,7 @@ def test_worse_beyond_edge_cases() -> None:
 
 def test_truncation_with_nan_errors_and_nan_fitness() -> None:
     mut = mcfg()
-    ev = ecfg(strategy="truncation", quantile=0.25, min_gap=5.0)
+    ev = ecfg(strategy="truncation", ready=1, quantile=0.25, min_gap=5.0)
     # NaN errors count as 0: a clear ranking copies the best quarter over the worst quarter
     out = truncation(population(8), [float(i) for i in range(8)], [NAN] * 8, 0, 8, ev, mut,
                      np.random.default_rng(0))

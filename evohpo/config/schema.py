@@ -183,7 +183,7 @@ class EvolutionConfig:
         "more than this many standard errors of the fitness difference (0: whenever worse)",
         lo=0)
     ready: int = _f(
-        1, "truncation: evolution windows a member must have trained since it was born (or "
+        5, "truncation: evolution windows a member must have trained since it was born (or "
         "last copied into) before it can be replaced; a diverged member is replaced at any age",
         lo=1)
     tournament_size: int = _f(2, "members drawn per tournament", lo=1)
