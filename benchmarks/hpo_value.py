@@ -58,6 +58,10 @@ def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int
     import evohpo
 
     run_dir = out / run_name(env, algo, start, variant, seed)
+    finished = {(r["env"], r["algo"], r["start"], r["variant"], r["seed"], r["steps"])
+                for r in read_jsonl(out / "results.jsonl")}
+    if (env, algo, start, variant, seed, steps) in finished:  # another process has done it
+        raise RuntimeError(f"{run_dir.name} has finished already: not overwritten")
     overrides = {"env.pool": "sync", **STARTS[start], **VARIANTS[variant], **extra}
     t0 = time.perf_counter()
     result = evohpo.train(algo=algo, env=env, steps=steps, seed=seed, overrides=overrides,
@@ -224,7 +228,11 @@ def main() -> None:
             futures = {pool.submit(one_run, args.env, args.algo, s, v, seed, args.steps,
                                    args.episodes, out, extra): (s, v, seed) for s, v, seed in todo}
             for fut in as_completed(futures):
-                r = fut.result()
+                try:
+                    r = fut.result()
+                except RuntimeError as e:
+                    print(e, flush=True)
+                    continue
                 done.append(r)
                 with open(log, "a") as f:
                     f.write(json.dumps(r) + "\n")
