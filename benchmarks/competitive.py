@@ -153,23 +153,26 @@ def against_references(out: Path, env: str, seed: int, episodes: int) -> list[di
     return rows
 
 
-def head_to_head(out: Path, env: str, seed: int, episodes: int, mode: str = "teams",
-                 other: str = "joint") -> list[dict[str, Any]]:
-    dt, dj = run_dir(out, env, mode, seed), run_dir(out, env, other, seed)
-    arena = Arena(dt, episodes, 10**6 + seed)
-    tm, jt = load(dt / "checkpoints" / "best.pt", dt), load(dj / "checkpoints" / "best.pt", dj)
+def head_to_head(out: Path, env: str, seed: int, episodes: int, mode: str,
+                 other: str) -> list[dict[str, Any]]:
+    """Per seat: run ``mode``'s policy minus run ``other``'s, each against both runs' other
+    team(s), on the same episodes."""
+    da, db = run_dir(out, env, mode, seed), run_dir(out, env, other, seed)
+    arena = Arena(da, episodes, 10**6 + seed)
+    a, b = load(da / "checkpoints" / "best.pt", da), load(db / "checkpoints" / "best.pt", db)
     rows = []
     n = len(arena.teams)
     for t, (team, _) in enumerate(arena.teams):
         deltas = []
-        for opp in (tm, jt):
+        for opp in (a, b):
             mine = [opp] * n
-            mine[t] = tm
+            mine[t] = a
             theirs = [opp] * n
-            theirs[t] = jt
+            theirs[t] = b
             deltas.append(arena.play(mine)[t].mean() - arena.play(theirs)[t].mean())
         rows.append({"env": env, "seed": seed, "team": team, "delta": float(np.mean(deltas)),
-                     "vs_joint_opponent": float(deltas[1]), "vs_teams_opponent": float(deltas[0])})
+                     f"vs_{mode}_opponent": float(deltas[0]),
+                     f"vs_{other}_opponent": float(deltas[1])})
     return rows
 
 

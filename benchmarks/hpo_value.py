@@ -54,14 +54,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int, episodes: int,
-            out: Path, extra: dict[str, Any]) -> dict[str, Any]:
+            out: Path, extra: dict[str, Any]) -> dict[str, Any] | None:
+    """One run and its re-evaluation; None when results.jsonl has it already (another process
+    finished it since this one was queued): a finished run is never overwritten."""
     import evohpo
 
     run_dir = out / run_name(env, algo, start, variant, seed)
     finished = {(r["env"], r["algo"], r["start"], r["variant"], r["seed"], r["steps"])
                 for r in read_jsonl(out / "results.jsonl")}
-    if (env, algo, start, variant, seed, steps) in finished:  # another process has done it
-        raise RuntimeError(f"{run_dir.name} has finished already: not overwritten")
+    if (env, algo, start, variant, seed, steps) in finished:
+        return None
     overrides = {"env.pool": "sync", **STARTS[start], **VARIANTS[variant], **extra}
     t0 = time.perf_counter()
     result = evohpo.train(algo=algo, env=env, steps=steps, seed=seed, overrides=overrides,
@@ -228,10 +230,10 @@ def main() -> None:
             futures = {pool.submit(one_run, args.env, args.algo, s, v, seed, args.steps,
                                    args.episodes, out, extra): (s, v, seed) for s, v, seed in todo}
             for fut in as_completed(futures):
-                try:
-                    r = fut.result()
-                except RuntimeError as e:
-                    print(e, flush=True)
+                r = fut.result()
+                if r is None:
+                    print(f"{'/'.join(map(str, futures[fut]))}: finished already, kept",
+                          flush=True)
                     continue
                 done.append(r)
                 with open(log, "a") as f:

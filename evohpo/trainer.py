@@ -184,8 +184,8 @@ class Trainer:
             m.update(self.league.window_metrics(self.evaluated, scores, s.generation, self.log))
         self.log.log(m, s.env_steps)
         self.log.lineage([r.to_json() for r in records])
-        bar = ({k.split("/")[1]: f"{v:.2f}" for k, v in m.items()  # each team's best
-                if k.startswith("team/") and k.endswith("/best_fitness")} if self.league else
+        bar = ({team: f"{c['fitness']:.2f}" for team, c in self.league.summary(m).items()}
+               if self.league else
                {"best": f"{fitness[best]:.2f}", "mean": f"{np.mean(fitness):.2f}"})
         self.log.progress(s.env_steps, {"gen": s.generation, **bar})
         self.last_metrics = m

@@ -142,14 +142,12 @@ def reference_keys(runs: list[Run]) -> dict[str, str]:
     return out
 
 
-def metrics_for(runs: list[Run]) -> dict[str, str]:
-    """{metric: what it means} for comparing ``runs``."""
-    refs = reference_keys(runs)
-    if not refs:
-        return METRICS
-    return {name: f"the {name.partition(' vs ')[0]} team's champion, its team return against "
-                  f"{name.partition(' vs ')[2]} opponents ({k}), at the common env steps"
-            for name, k in refs.items()}
+def metrics_for(refs: dict[str, str]) -> dict[str, str]:
+    """{metric: what it means}: ``METRICS``, or for games of several teams (``refs``, from
+    :func:`reference_keys`) each team's champion against each reference."""
+    return {name: f"the {k.split('/')[1]} team's champion, its team return against "
+                  f"{k.split('/', 2)[2]} opponents ({k}), at the common env steps"
+            for name, k in refs.items()} or METRICS
 
 
 def run_scores(run: Run, steps: int, refs: dict[str, str] | None = None) -> dict[str, float]:
@@ -197,13 +195,13 @@ def stat(values: list[float]) -> Stat:
     return Stat(float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, len(v), values)
 
 
-def scores(groups: list[Group], steps: int) -> dict[str, dict[str, Stat]]:
+def scores(groups: list[Group], steps: int,
+           refs: dict[str, str]) -> dict[str, dict[str, Stat]]:
     """{group label: {metric: mean +- std over the group's runs}}, all at ``steps`` env steps."""
-    refs = reference_keys([r for g in groups for r in g.runs])
     out = {}
     for g in groups:
         per = [run_scores(r, steps, refs) for r in g.runs]
-        out[g.label] = {k: stat([p[k] for p in per]) for k in per[0]}
+        out[g.label] = {k: stat([p[k] for p in per]) for k in metrics_for(refs)}
     return out
 
 
@@ -221,12 +219,11 @@ class Delta:
         return stat(self.paired)
 
 
-def deltas(ref: Group, other: Group, steps: int) -> list[Delta]:
-    refs = reference_keys(ref.runs + other.runs)
+def deltas(ref: Group, other: Group, steps: int, refs: dict[str, str]) -> list[Delta]:
     a = {r.seed(): run_scores(r, steps, refs) for r in ref.runs}
     b = {r.seed(): run_scores(r, steps, refs) for r in other.runs}
     out = []
-    for k in metrics_for(ref.runs + other.runs):
+    for k in metrics_for(refs):
         sa, sb = stat([s[k] for s in a.values()]), stat([s[k] for s in b.values()])
         se = (math.sqrt(sa.std ** 2 / sa.n + sb.std ** 2 / sb.n) if sa.n > 1 and sb.n > 1
               else math.nan)

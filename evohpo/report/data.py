@@ -20,6 +20,7 @@ import yaml
 from evohpo.errors import ConfigError
 
 MEMBER_KEY = re.compile(r"member/([^/]+)/(.+)")
+TEAM_KEY = re.compile(r"team/(.+)/(best_fitness|mean_fitness|champion)")
 LAYERS = re.compile(r"\d+(-\d+)*")   # a hidden-layer spec such as "64-64"
 LOSS = re.compile(r".*loss.*")
 COUNTERS = ("env_steps",)            # member fields that only count
@@ -108,6 +109,11 @@ class Run:
     @property
     def final(self) -> dict[str, Any]:
         return self.metrics[-1]
+
+    def team_names(self) -> list[str]:
+        """The teams its metrics name (games of several teams), in the order logged."""
+        return list(dict.fromkeys(m.group(1) for row in self.metrics for k in row
+                                  if (m := TEAM_KEY.fullmatch(k))))
 
     def generations(self) -> list[int]:
         return [int(m["generation"]) for m in self.metrics]

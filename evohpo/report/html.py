@@ -121,8 +121,7 @@ def summary(run: Run) -> str:
     c = run.config
     steps, wall = int(fm.get("env_steps", 0)), num(fm.get("time/elapsed_s"))
     best = run.final_best()
-    teams = list(dict.fromkeys(k.split("/")[1] for k in fm
-                               if k.startswith("team/") and k.endswith("/best_fitness")))
+    teams = run.team_names()
     rows = [["run directory", str(run.path)],
             ["algorithm / env",
              f"{c.get('algo', {}).get('name')} on {c.get('env', {}).get('name')}"],
@@ -262,7 +261,7 @@ def comparison(groups: list[K.Group]) -> str:
                                                  60.0)})
     body = figure(plots.compare(cv, "Each group's runs (faint) and their mean (bold) with a ±1 "
                                     "std band over seeds. Runs are compared at equal env steps."))
-    sc, names = K.scores(groups, steps), K.metrics_for(runs)
+    sc, names = K.scores(groups, steps, refs), K.metrics_for(refs)
     body += f"<h3>At {steps:,} env steps (reached by every run)</h3>"
     body += table(["group", "runs", *names],
                   [[g.label, ", ".join(r.name for r in g.runs),
@@ -272,7 +271,7 @@ def comparison(groups: list[K.Group]) -> str:
     ref = groups[0]
     for g in groups[1:]:
         rows = []
-        for d in K.deltas(ref, g, steps):
+        for d in K.deltas(ref, g, steps, refs):
             cls = "good" if d.diff > 0 else "bad"
             se = f" ± {d.se:.2f} (s.e.)" if math.isfinite(d.se) else ""
             ps = d.paired_stat

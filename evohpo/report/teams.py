@@ -11,7 +11,6 @@ metrics, in the env's order of teams, which is also the order of a match's membe
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -24,7 +23,6 @@ from evohpo.report import plots
 from evohpo.report.data import Run, num
 from evohpo.report.html import esc, figure, fmt, raw_table, table
 
-TEAM_KEY = re.compile(r"team/(.+)/(best_fitness|mean_fitness|champion)")
 REF_ROWS = 20  # generations in the references table: every one up to this many, else a sample
 STAR = "★"     # marks each team's champion
 
@@ -60,12 +58,7 @@ def is_team_run(run: Run) -> bool:
 def read_teams(run: Run) -> Teams:
     """The teams' names, each member's team and the references played, from whichever of the
     run's files has them (a run may be cut short before writing one)."""
-    names: list[str] = []
-    for row in run.metrics:
-        for k in row:
-            m = TEAM_KEY.fullmatch(k)
-            if m and m.group(1) not in names:
-                names.append(m.group(1))
+    names = run.team_names()
     # a run cut short before its first metrics line with teams: lineage records name them
     for r in run.lineage:
         if r.get("team") is not None and str(r["team"]) not in names:
