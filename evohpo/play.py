@@ -80,6 +80,11 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
     drive every agent."""
     teams: dict[str, tuple[str, ...]] = getattr(spec, "teams", None) or {}
     if cfg.population.teams == "joint" or len(teams) < 2:
+        if cfg.population.past_opponents:
+            raise ConfigError(f"config key 'population.past_opponents': "
+                              f"{cfg.population.past_opponents} needs a game of several teams "
+                              f"and population.teams: auto; {spec.name} plays as one team "
+                              "here; set it to 0")
         return None
     return [(name, tuple(agents)) for name, agents in teams.items()]
 

@@ -169,7 +169,11 @@ class Trainer:
     def place(self) -> None:
         """The members into the runtime's slots (teams: this window's pairing of members)."""
         s = self.state
-        self.runtime.place(s.members, self.league.slots(s.generation) if self.league else None)
+        if self.league:
+            self.runtime.place(s.members, self.league.slots(s.generation),
+                               self.league.opponents(s.generation))
+        else:
+            self.runtime.place(s.members)
 
     def log_generation(self, scores: list[Score], records: list[MutationRecord]) -> None:
         s, now = self.state, time.perf_counter()

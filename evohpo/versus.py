@@ -71,6 +71,11 @@ class League:
         self.first: list[Algorithm] | None = None  # the first generation's champions
         self.baseline: dict[str, float] = {}       # each reference's own return in each seat
         self.last: dict[str, Any] = {}             # the last evaluation's matches
+        # population.past_opponents: champions of earlier generations (one algorithm each,
+        # every team's agents played by that generation's champion) and their generations
+        self.archive: list[Algorithm] = []
+        self.archive_gens: list[int] = []
+        self.drawn: list[list[int]] = []           # this window's [live team, past generation]
 
     # ----------------------------------------------------------------------------- training
     def slots(self, generation: int) -> list[list[int]]:
@@ -78,6 +83,37 @@ class League:
         the population, team after team) of team ``t``'s member in slot ``i``."""
         pairs = league.training_pairs(self.n, len(self.teams), generation)
         return [[t * self.n + p[t] for t in range(len(self.teams))] for p in pairs]
+
+    def opponents(self, generation: int) -> list[tuple[int, Algorithm]] | None:
+        """``population.past_opponents``: for each slot, the team whose member plays all of the
+        slot's envs, and the past champions who play the other teams in the second half of
+        them, drawn uniformly from those kept. None: off, or nothing kept yet (the first
+        window), and every env plays the current members."""
+        self.drawn = []
+        if not self.archive:
+            return None
+        rng = np.random.default_rng([self.cfg.seed, 17, generation])
+        out = []
+        for j in range(self.n):
+            e = int(rng.integers(len(self.archive)))
+            out.append(((j + generation) % len(self.teams), self.archive[e]))
+            self.drawn.append([out[-1][0], self.archive_gens[e]])
+        return out
+
+    def remember(self, members: list[Member], fitness: list[float], generation: int) -> None:
+        """Keep this generation's champions as a past opponent; when ``past_opponents`` are
+        kept already, a random earlier one (drawn from the seed and the generation) leaves."""
+        cap = self.cfg.population.past_opponents
+        if not cap:
+            return
+        if self.archive_gens and self.archive_gens[-1] == generation:  # evaluated again
+            self.archive.pop()
+            self.archive_gens.pop()
+        if len(self.archive) >= cap:
+            drop = int(np.random.default_rng([self.cfg.seed, 13, generation]).integers(cap))
+            del self.archive[drop], self.archive_gens[drop]
+        self.archive.append(self.champion_algo(members, fitness))
+        self.archive_gens.append(generation)
 
     # ----------------------------------------------------------------------------- cross-play
     def evaluate(self, members: list[Member], seed: int) -> list[Score]:
@@ -224,7 +260,9 @@ class League:
         if self.cfg.eval.team_fitness == "elo":
             m.update({f"member/{mem.id}/rating": mem.rating for mem in members})
         m.update(self.references(members, fitness))
-        log.league({"generation": generation, **self.last})
+        past = {"past_opponents": self.drawn} if self.cfg.population.past_opponents else {}
+        log.league({"generation": generation, **self.last, **past})
+        self.remember(members, fitness, generation)
         return m
 
     def summary(self, m: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -255,14 +293,19 @@ class League:
     def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:
         if self.first is None:
             return {}, {}
-        return {"league": {"baseline": self.baseline}}, {
-            "league_first": [a.state_dict() for a in self.first]}
+        return {"league": {"baseline": self.baseline, "archive_gens": self.archive_gens}}, {
+            "league_first": [a.state_dict() for a in self.first],
+            "league_archive": [a.state_dict() for a in self.archive]}
 
     def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any], device: Any) -> None:
         if "league_first" in tensors:
             self.first = [restore_algo(self.cfg, self.spec, st, device)
                           for st in tensors["league_first"]]
-            self.baseline = dict(meta.get("league", {}).get("baseline", {}))
+            saved = meta.get("league", {})
+            self.baseline = dict(saved.get("baseline", {}))
+            self.archive_gens = list(saved.get("archive_gens", []))
+            self.archive = [restore_algo(self.cfg, self.spec, st, device)
+                            for st in tensors.get("league_archive", [])]
 
     def close(self) -> None:
         self.pool.close()

@@ -14,6 +14,7 @@ from evohpo import api, checkpoint, versus
 from evohpo import config as C
 from evohpo.cli import main
 from evohpo.envs import spec_for
+from evohpo.errors import ConfigError
 from evohpo.loggers import JsonlLogger
 from evohpo.play import Score, playing_teams
 from evohpo.trainer import Trainer
@@ -128,10 +129,15 @@ def test_elo_fitness_is_the_rating(tmp_path: Path) -> None:
         if m.team == "adversaries" and f"member/{m.id}/rating" in last)
 
 
-@pytest.mark.parametrize("first", [64, 80])  # at a window end, and mid-window
-def test_a_team_run_resumes_exactly(tmp_path: Path, first: int) -> None:
+PAST = {"env": {"num_envs": 4}, "population": {"past_opponents": 2}}
+
+
+@pytest.mark.parametrize(("first", "over"), [
+    (64, {}), (80, {}),  # at a window end, and mid-window
+    (80, PAST)])  # with past champions as training opponents
+def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, Any]) -> None:
     base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
-    (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg())))
+    (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**over))))
     assert main([*base, "--steps", "112", "--run-dir", str(tmp_path / "full")]) == 0
     assert main([*base, "--steps", str(first), "--run-dir", str(tmp_path / "part")]) == 0
     assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "112", "--quiet"]) == 0
@@ -186,3 +192,75 @@ def test_league_scores_diverged_members_worst() -> None:
     assert t.members[1].diverged and all(np.isfinite(s.fitness) for i, s in enumerate(scores)
                                          if i != 1)
     t.close()
+
+
+def test_past_champions_play_the_second_half_of_each_slot() -> None:
+    t = Trainer(tag_cfg(**PAST))
+    league, rt = t.league, t.runtime
+    assert league is not None and league.opponents(0) is None  # nothing kept yet
+    for m in t.members:  # noise-free members: every action is the policy's own
+        m.algo.set_hyperparams(expl_noise=0.0)
+    league.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
+    past = league.archive[0]
+    assert league.archive_gens == [0]
+    with torch.no_grad():  # the kept champions are a copy: the members move on without them
+        for m in t.members:
+            for net in m.algo.actors.values():
+                net.layers[0].weight.add_(0.5)
+    for generation in (1, 2):
+        opponents = league.opponents(generation)
+        assert opponents is not None and [u for u, _ in opponents] == [
+            (j + generation) % 2 for j in range(2)]
+        assert all(p is past for _, p in opponents)
+        slots = league.slots(generation)
+        rt.start()
+        rt.place(t.members, slots, opponents)
+        obs = rt.obs
+        assert obs is not None
+        env_act, _ = rt.act(obs)
+        k = rt.k
+        for j, (live, _) in enumerate(opponents):
+            for team, (_, agents) in enumerate(league.teams):
+                member = t.members[slots[j][team]].algo
+                for half in (slice(j * k, j * k + k // 2), slice(j * k + k // 2, (j + 1) * k)):
+                    second = half.start > j * k
+                    who = past if second and team != live else member
+                    want, _ = who.act({a: obs[a][half] for a in t.spec.agents}, None)
+                    for a in agents:
+                        np.testing.assert_allclose(env_act[a][half], want[a], rtol=1e-5)
+    t.close()
+
+
+def test_past_champions_kept_evicted_and_drawn_reproducibly() -> None:
+    t = Trainer(tag_cfg(**PAST))
+    league = t.league
+    assert league is not None
+    fitness = [1.0, 2.0, 3.0, 4.0]
+    for g in range(6):
+        league.remember(t.members, fitness, g)
+        assert len(league.archive) == min(g + 1, 2) and league.archive_gens[-1] == g
+    league.remember(t.members, fitness, 5)  # the same generation evaluated again: replaced
+    assert len(league.archive) == 2 and league.archive_gens[-1] == 5
+    a, b = league.opponents(7), league.opponents(7)
+    assert a is not None and b is not None
+    assert [(u, id(p)) for u, p in a] == [(u, id(p)) for u, p in b]
+    # the champion of each team plays that team's agents in the kept algorithm
+    best = {"adversaries": t.members[1], "good": t.members[3]}
+    kept = league.archive[-1]
+    for team, agents in league.teams:
+        for a in agents:
+            for x, y in zip(kept.actors[a].parameters(), best[team].algo.actors[a].parameters(),
+                            strict=True):
+                assert torch.equal(x, y)
+    t.close()
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({"population": {"past_opponents": 2}}, "must be even"),
+    ({**PAST, "distributed": {"backend": "ray"}}, "local backend only"),
+    ({**PAST, "population": {"past_opponents": 2, "teams": "joint"}}, "several teams"),
+])
+def test_past_opponents_config_errors(over: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        Trainer(tag_cfg(**over)).close()
+    assert "population.past_opponents" in str(ei.value) and says in str(ei.value)

@@ -163,6 +163,12 @@ class PopulationConfig:
         "auto", "auto: on a game of several teams (env.teams), a population of size members per "
         "team, each with its own selection and mutation, scored by cross-play; joint: one "
         "population whose members drive every agent, fitness summed over eval.fitness_agents")
+    past_opponents: int = _f(
+        0, "teams: champions of earlier generations kept as training opponents (0: off); with "
+        "N > 0, half of each slot's envs pit one team's member (alternating by slot and window) "
+        "against past champions drawn from the N kept (every generation's champions join; when "
+        "full, a random earlier one leaves), so that no team trains only against the other "
+        "team's current members (fictitious self-play); local backend only", lo=0)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from evohpo.algos import Algorithm
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
 from evohpo.loggers import Logger
@@ -53,6 +54,7 @@ class Runtime(ABC):
         self.size = cfg.population.size * len(self.teams or [None])  # members placed
         self.members: list[Member] = []
         self.slots: list[list[int]] | None = None
+        self.opponents: list[tuple[int, Algorithm]] | None = None
         self.obs: dict[str, np.ndarray] | None = None
         self.done = np.zeros(cfg.env.num_envs, bool)
         self.ep_return = np.zeros(cfg.env.num_envs)
@@ -65,12 +67,15 @@ class Runtime(ABC):
     def start(self) -> None:
         """Before the first window: a new run resets its envs; a restored one has them back."""
 
-    def place(self, members: list[Member], slots: list[list[int]] | None = None) -> None:
+    def place(self, members: list[Member], slots: list[list[int]] | None = None,
+              opponents: list[tuple[int, Algorithm]] | None = None) -> None:
         """Put the population's members into the slots, in order (slot j drives envs j*k ..).
 
         On a game of several teams, ``slots[j][t]`` is the member playing team ``t``'s agents
-        in slot j (each member in one slot)."""
-        self.members, self.slots = list(members), slots
+        in slot j (each member in one slot). ``opponents[j] = (u, past)``: in the second half of
+        slot j's envs, every team but ``u`` is played by the past champions ``past``, without
+        exploration (``population.past_opponents``)."""
+        self.members, self.slots, self.opponents = list(members), slots, opponents
 
     @abstractmethod
     def collect(self, n: int, env_steps: int, generation: int,

@@ -21,7 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from evohpo.algos import Algorithm
 from evohpo.algos.acting import PopulationActor
+from evohpo.algos.base import Actions
+from evohpo.algos.explore import Part, explore
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.config import Config
 from evohpo.envs import VectorPool, make_pool
@@ -30,6 +33,7 @@ from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EnvError
 from evohpo.loggers import Logger
 from evohpo.play import Score, eval_pool, score
+from evohpo.population import Member
 from evohpo.runtime import Runtime
 
 
@@ -163,8 +167,9 @@ class LocalRuntime(Runtime):
             env_act, stored = {}, {}
             for t, actor in enumerate(self.team_actors):
                 playing = [self.members[slot[t]] for slot in self.slots]
-                e, s = actor.act([m.algo for m in playing], [m.rng for m in playing], obs,
-                                 self.done)
+                e, s = (actor.act([m.algo for m in playing], [m.rng for m in playing], obs,
+                                  self.done)
+                        if self.opponents is None else self.act_with_past(t, actor, playing, obs))
                 env_act.update(e)
                 stored.update(s)
         for a in self.spec.agents:  # a policy gone NaN must not drive the envs into NaN states
@@ -173,6 +178,27 @@ class LocalRuntime(Runtime):
                 for x in (env_act[a], stored[a]):
                     np.nan_to_num(x, copy=False, nan=sp.low, posinf=sp.high, neginf=sp.low)
         return env_act, stored
+
+    def act_with_past(self, t: int, actor: PopulationActor, playing: list[Member],
+                      obs: dict[str, np.ndarray]) -> Actions:
+        """Team ``t``'s actions when past champions play the second half of some slots: there
+        the past champion acts, without exploration; elsewhere the slot's member (one part over
+        the whole slot where it plays every env, so that its OU noise keeps one state)."""
+        assert self.opponents is not None
+        k, h = self.k, self.k // 2
+        algos: list[Algorithm] = []
+        parts: list[Part] = []
+        for j, (m, (live, past)) in enumerate(zip(playing, self.opponents, strict=True)):
+            rows, first, second = (slice(j * k, (j + 1) * k), slice(j * k, j * k + h),
+                                   slice(j * k + h, (j + 1) * k))
+            if live == t:
+                algos += [m.algo, m.algo]
+                parts.append(Part(m.algo, m.rng, rows, self.done[rows]))
+            else:
+                algos += [m.algo, past]
+                parts += [Part(m.algo, m.rng, first, self.done[first]),
+                          Part(past, None, second, None)]
+        return explore(actor.spec, actor.outputs(algos, obs, h), parts)
 
     def learn(self) -> None:
         """Every member learns once per ``learn_step`` of its own env steps, from the shared
