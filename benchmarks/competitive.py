@@ -45,7 +45,11 @@ MODES: dict[str, dict[str, Any]] = {
     "teams": {"population.teams": "auto"},                            # as shipped
     "joint": {"population.teams": "joint"},                           # the all-agent sum
     "elo": {"population.teams": "auto", "eval.team_fitness": "elo"},  # teams, rated by Elo
+    # teams, half of the training envs against champions of earlier generations
+    "past": {"population.teams": "auto", "population.past_opponents": 8},
 }
+TEAM_MODES = ("teams", "elo", "past")  # runs with a population per team
+PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"))  # met head to head
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -122,8 +126,9 @@ class Arena:
         return reference_policy(kind, self.spec, e.name, e.kwargs, self.seed)
 
 
-def against_references(out: Path, env: str, seed: int, episodes: int) -> list[dict[str, Any]]:
-    d = run_dir(out, env, "teams", seed)
+def against_references(out: Path, env: str, seed: int, episodes: int,
+                       mode: str = "teams") -> list[dict[str, Any]]:
+    d = run_dir(out, env, mode, seed)
     arena = Arena(d, episodes, 10**6 + seed)
     champ = load(d / "checkpoints" / "best.pt", d)
     refs: dict[str, Any] = {"random": arena.reference("random")}
@@ -144,7 +149,7 @@ def against_references(out: Path, env: str, seed: int, episodes: int) -> list[di
             got = arena.play(seats)[t]
             d = got - bar  # the same episodes (one seed): a paired difference
             half = 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d))
-            rows.append({"env": env, "seed": seed, "team": team, "reference": name,
+            rows.append({"env": env, "seed": seed, "mode": mode, "team": team, "reference": name,
                          "champion": float(got.mean()), "champion_sd": float(got.std()),
                          "bar": float(bar.mean()), "bar_sd": float(bar.std()),
                          "diff": float(d.mean()), "diff_half": half,
@@ -184,7 +189,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--modes", default="teams,joint",
                     help="comma-separated: teams (as shipped), joint (the all-agent sum), elo "
-                         "(teams rated by Elo); head to head: teams vs joint, elo vs teams")
+                         "(teams rated by Elo), past (teams with population.past_opponents: "
+                         "8); head to head: teams vs joint, elo vs teams, past vs teams")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -217,24 +223,44 @@ def main() -> None:
                 print(f"{r['env']} {r['mode']} s{r['seed']}: {r['wall_s']:.0f}s", flush=True)
     for env in envs:
         print(f"\n{env}, MATD3, {args.steps:,} env steps, {args.episodes} episodes per pairing")
-        print("\n| seed | team | reference | champion (mean +- sd) | reference in its seat | "
-              "champion minus reference [95% CI] | beats |\n|---|---|---|---|---|---|---|")
-        for seed in seeds:
-            for r in against_references(out, env, seed, args.episodes):
-                print(f"| {seed} | {r['team']} | {r['reference']} | {r['champion']:.2f} +- "
+        refs: dict[str, list[dict[str, Any]]] = {}
+        for mode in (m for m in TEAM_MODES if m in modes):
+            print(f"\n{mode} runs\n\n| seed | team | reference | champion (mean +- sd) | "
+                  "reference in its seat | champion minus reference [95% CI] | beats |\n"
+                  "|---|---|---|---|---|---|---|")
+            refs[mode] = [r for seed in seeds
+                          for r in against_references(out, env, seed, args.episodes, mode)]
+            for r in refs[mode]:
+                print(f"| {r['seed']} | {r['team']} | {r['reference']} | {r['champion']:.2f} +- "
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
                       f"{r['diff']:+.2f} [{r['diff'] - r['diff_half']:+.2f}, "
                       f"{r['diff'] + r['diff_half']:+.2f}] | {r['beats']} |")
-        for a, b in (("teams", "joint"), ("elo", "teams")):
+        if "past" in refs and "teams" in refs:  # the same opponents and episodes: paired
+            print("\n| team | reference | per seed: past champion minus teams champion | "
+                  "mean [95% CI] |\n|---|---|---|---|")
+            pairs = {(r["seed"], r["team"], r["reference"]): r["champion"] for r in refs["teams"]}
+            keys = dict.fromkeys((r["team"], r["reference"]) for r in refs["past"])
+            for team, ref in keys:
+                d = np.array([r["champion"] - pairs[(r["seed"], team, ref)] for r in refs["past"]
+                              if (r["team"], r["reference"]) == (team, ref)
+                              and (r["seed"], team, ref) in pairs])
+                if len(d):
+                    print(f"| {team} | {ref} | {', '.join(f'{x:+.2f}' for x in d)} | "
+                          f"{interval(d)} |")
+        for a, b in PAIRS:
             if a not in modes or b not in modes:
                 continue
             rows = [r for seed in seeds for r in head_to_head(out, env, seed, args.episodes, a, b)]
             print(f"\n| team | per seed: {a} run minus {b} run | mean [95% CI] |\n|---|---|---|")
             for team in dict.fromkeys(r["team"] for r in rows):
                 d = np.array([r["delta"] for r in rows if r["team"] == team])
-                half = (t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0
-                print(f"| {team} | {', '.join(f'{x:+.2f}' for x in d)} | {d.mean():+.2f} "
-                      f"[{d.mean() - half:+.2f}, {d.mean() + half:+.2f}] |")
+                print(f"| {team} | {', '.join(f'{x:+.2f}' for x in d)} | {interval(d)} |")
+
+
+def interval(d: np.ndarray) -> str:
+    """'mean [95% t interval]' of per-seed differences."""
+    half = (t95(len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
+    return f"{d.mean():+.2f} [{d.mean() - half:+.2f}, {d.mean() + half:+.2f}]"
 
 
 if __name__ == "__main__":
