@@ -257,7 +257,6 @@ def test_past_champions_kept_evicted_and_drawn_reproducibly() -> None:
 
 @pytest.mark.parametrize(("over", "says"), [
     ({"population": {"past_opponents": 2}}, "must be even"),
-    ({**PAST, "distributed": {"backend": "ray"}}, "local backend only"),
     ({**PAST, "population": {"past_opponents": 2, "teams": "joint"}}, "several teams"),
 ])
 def test_past_opponents_config_errors(over: dict[str, Any], says: str) -> None:

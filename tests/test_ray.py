@@ -73,21 +73,25 @@ def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) ->
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
 
 
-@pytest.mark.parametrize("actors", [1, 2])
-def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int) -> None:
+@pytest.mark.parametrize(("actors", "past"), [(1, False), (2, False), (2, True)])
+def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
+                                                 past: bool) -> None:
     # two actors: each holds one slot, i.e. one member of each team, which move between the
-    # actors as the pairing rotates every window; nobody learns, so the runs must agree exactly
-    from tests.test_competitive import TAG
+    # actors as the pairing rotates every window; nobody learns, so the runs must agree exactly.
+    # past: half of each slot's envs play champions of earlier generations, sent to the actors
+    from tests.test_competitive import PAST, TAG
 
     cfg = C.load([TINY, TAG, {"steps": 96, "distributed": {"backend": "ray",
                                                            "num_actors": actors}},
-                  {"evolution": {"learning_delay": 10_000}} if actors == 2 else {}])
+                  {"evolution": {"learning_delay": 10_000}} if actors == 2 else {},
+                  {**PAST, "steps": 192} if past else {}])
     _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
     summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
     assert summary["actors"] == actors and "team/good/best_fitness" in m_ray[-1]
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
-    assert read_jsonl(tmp_path / "ray" / "league.jsonl") == read_jsonl(
-        tmp_path / "local" / "league.jsonl")
+    league = read_jsonl(tmp_path / "local" / "league.jsonl")
+    assert read_jsonl(tmp_path / "ray" / "league.jsonl") == league
+    assert any(r.get("past_opponents") for r in league) == past
 
 
 def keys(rows: list[dict]) -> list[set[str]]:

@@ -334,10 +334,6 @@ def validate(cfg: Config) -> None:
                           "in half of each member's envs, so env.num_envs / population.size "
                           f"({cfg.env.num_envs} / {pop}) must be even; e.g. env.num_envs: "
                           f"{2 * cfg.env.num_envs}")
-    if past and d.backend == "ray":
-        raise ConfigError(f"config key 'population.past_opponents': {past} runs on the local "
-                          "backend only; set distributed.backend: local or "
-                          "population.past_opponents: 0")
     if d.num_actors and (d.num_actors > pop or pop % d.num_actors):
         ok = [n for n in range(1, pop + 1) if pop % n == 0]
         raise ConfigError(f"config key 'distributed.num_actors': {d.num_actors} must divide "

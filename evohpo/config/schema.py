@@ -168,7 +168,7 @@ class PopulationConfig:
         "N > 0, half of each slot's envs pit one team's member (alternating by slot and window) "
         "against past champions drawn from the N kept (every generation's champions join; when "
         "full, a random earlier one leaves), so that no team trains only against the other "
-        "team's current members (fictitious self-play); local backend only", lo=0)
+        "team's current members (fictitious self-play)", lo=0)
 
 
 @dataclass(frozen=True)

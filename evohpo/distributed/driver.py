@@ -32,7 +32,8 @@ from evohpo import config as C
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.checkpoint import map_tree, rng_from
 from evohpo.distributed import ActorLost, connect, require_ray, resolve_resources
-from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state
+from evohpo.distributed.group import (MemberGroup, generator_fits, group_config, member_state,
+                                      to_cpu)
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolution import MutationRecord
@@ -79,6 +80,7 @@ class RayRuntime(Runtime):
                            "recover": 0.0}
             self.shared_bytes = 0
             self.device_gens: dict[int, Any] = {}  # members' torch generator states on GPU actors
+            self.sent_opponents: list[tuple[int, Any]] | None = None  # what the actors hold
             self.actors = [self.spawn(g) for g in range(self.num_actors)]
             self.infos = self.ray.get([a.info.remote() for a in self.actors])
         except BaseException:
@@ -255,6 +257,7 @@ class RayRuntime(Runtime):
             self.call_all("set_members", lambda g: (changes[g],), only=list(changes))
             self.timing["sync"] += time.perf_counter() - t0
         self.placed = [self.members[j] for g in range(self.num_actors) for j in self.held(g)]
+        self.sync_opponents()
         alive = {m.id for m in self.members}
         self.device_gens = {i: st for i, st in self.device_gens.items() if i in alive}
 
@@ -347,12 +350,33 @@ class RayRuntime(Runtime):
         self.log.lineage([r.to_json() for r in records])
         self.timing["recover"] += time.perf_counter() - t0
 
+    def sync_opponents(self, only: Sequence[int] | None = None) -> None:
+        """Send each actor its slots' past champions when they changed (a new window), or to
+        ``only`` these actors (recreated ones)."""
+        ops, sent = self.opponents, self.sent_opponents
+        same = (ops is None and sent is None) or (
+            ops is not None and sent is not None and len(ops) == len(sent)
+            and all(u == v and a is b for (u, a), (v, b) in zip(ops, sent, strict=True)))
+        if same and only is None:
+            return
+        self.sent_opponents = None if ops is None else list(ops)  # held: compared by identity
+        m = self.per_actor
+
+        def share(g: int) -> tuple[Any, ...]:
+            if ops is None:
+                return (None,)
+            return ([(u, to_cpu(a.state_dict())) for u, a in ops[g * m:(g + 1) * m]],)
+
+        self.call_all("set_opponents", share,
+                      only=list(range(self.num_actors)) if only is None else only)
+
     def sync_members_of(self, g: int) -> None:
         held = self.held(g)
         self.get(self.actors[g].set_members.remote(
             {i: self.member_state(self.members[j]) for i, j in enumerate(held)}))
         for p, j in zip(self.places(g), held, strict=True):
             self.placed[p] = self.members[j]
+        self.sync_opponents(only=[g])
 
     def restore_replay(self, g: int) -> None:
         """Fill a recreated actor's replay copy from a live actor's, else from the last

@@ -141,7 +141,15 @@ class MemberGroup:
             members[slot] = member_from(st, algo)
         n = t.cfg.population.size  # teams: the driver sends each slot's members, team by team
         t.place(members, [[k * n + i for k in range(len(t.teams))] for i in range(n)]
-                if t.teams else None)
+                if t.teams else None, t.opponents)
+
+    def set_opponents(self, opponents: list[tuple[int, dict[str, Any]]] | None) -> None:
+        """Each slot's team that plays all of its envs and the past champions' state that play
+        the others in the second half (``population.past_opponents``); None: none."""
+        t = self.t
+        t.opponents = None if opponents is None else [
+            (u, restore_algo(t.cfg, t.spec, {**st, "gen": generator_state(st["gen"], t.device)},
+                             t.device)) for u, st in opponents]
 
     # ------------------------------------------------------------------ envs and loop state
     def reset(self, seed: int | None) -> dict[str, np.ndarray]:
