@@ -32,8 +32,7 @@ from evohpo import config as C
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.checkpoint import map_tree, rng_from
 from evohpo.distributed import ActorLost, connect, require_ray, resolve_resources
-from evohpo.distributed.group import (MemberGroup, generator_fits, group_config, member_state,
-                                      to_cpu)
+from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state, to_cpu
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolution import MutationRecord
