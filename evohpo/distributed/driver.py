@@ -351,23 +351,14 @@ class RayRuntime(Runtime):
 
     def sync_opponents(self, only: Sequence[int] | None = None) -> None:
         """Send each actor its slots' past champions when they changed (a new window), or to
-        ``only`` these actors (recreated ones)."""
-        ops, sent = self.opponents, self.sent_opponents
-        same = (ops is None and sent is None) or (
-            ops is not None and sent is not None and len(ops) == len(sent)
-            and all(u == v and a is b for (u, a), (v, b) in zip(ops, sent, strict=True)))
-        if same and only is None:
-            return
-        self.sent_opponents = None if ops is None else list(ops)  # held: compared by identity
-        m = self.per_actor
-
-        def share(g: int) -> tuple[Any, ...]:
-            if ops is None:
-                return (None,)
-            return ([(u, to_cpu(a.state_dict())) for u, a in ops[g * m:(g + 1) * m]],)
-
-        self.call_all("set_opponents", share,
-                      only=list(range(self.num_actors)) if only is None else only)
+        ``only`` these actors (recreated ones). ``sent_opponents`` holds what was sent, so the
+        ids compared are of live objects."""
+        ops, sent, m = self.opponents, self.sent_opponents, self.per_actor
+        ids = [None if o is None else [(u, id(a)) for u, a in o] for o in (ops, sent)]
+        if ids[0] != ids[1] or only is not None:
+            self.sent_opponents = None if ops is None else list(ops)
+            self.call_all("set_opponents", lambda g: (None if ops is None else [
+                (u, to_cpu(a.state_dict())) for u, a in ops[g * m:(g + 1) * m]],), only=only)
 
     def sync_members_of(self, g: int) -> None:
         held = self.held(g)
