@@ -13,6 +13,7 @@ import torch
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches, optim
 from evohpo.algos.acting import PopulationActor
 from evohpo.algos.arch_mutations import apply_edits
+from evohpo.algos.explore import squash
 from evohpo.algos.matd3 import LearnInputs
 from evohpo.buffer import ReplayBuffer
 from evohpo.evolution import mutate_weights
@@ -56,6 +57,17 @@ def test_numpy_activation_at_extreme_inputs_matches_torch_without_warnings(activ
         warnings.simplefilter("error")
         got = numpy_activation(activation, x.copy())
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_squash_at_extreme_inputs_is_exact_and_quiet() -> None:
+    """An actor output far below zero squashes to the low end of the range, without a warning."""
+    x = np.array([[-1e4, -200.0, -88.5, 0.0, 88.5, 200.0, 1e4]], dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = squash(x, -1.0, 2.0)
+    ref = -1.0 + 3.0 * torch.sigmoid(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+    assert got[0, 0] == -1.0 and got[0, -1] == 2.0 and got.dtype == np.float32
 
 
 def population(spec, algo: str, noise: str,

@@ -76,4 +76,5 @@ def _gen(p: Part) -> np.random.Generator:
 
 
 def squash(x: np.ndarray, low: float, high: float) -> np.ndarray:
-    return (low + (high - low) / (1.0 + np.exp(-x))).astype(np.float32)
+    with np.errstate(over="ignore"):  # exp(-x) is inf below about -88: the action is low, exactly
+        return (low + (high - low) / (1.0 + np.exp(-x))).astype(np.float32)
