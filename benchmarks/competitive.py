@@ -238,15 +238,14 @@ def main() -> None:
         if "past" in refs and "teams" in refs:  # the same opponents and episodes: paired
             print("\n| team | reference | per seed: past champion minus teams champion | "
                   "mean [95% CI] |\n|---|---|---|---|")
-            pairs = {(r["seed"], r["team"], r["reference"]): r["champion"] for r in refs["teams"]}
-            keys = dict.fromkeys((r["team"], r["reference"]) for r in refs["past"])
-            for team, ref in keys:
-                d = np.array([r["champion"] - pairs[(r["seed"], team, ref)] for r in refs["past"]
-                              if (r["team"], r["reference"]) == (team, ref)
-                              and (r["seed"], team, ref) in pairs])
-                if len(d):
-                    print(f"| {team} | {ref} | {', '.join(f'{x:+.2f}' for x in d)} | "
-                          f"{interval(d)} |")
+            teams = {(r["seed"], r["team"], r["reference"]): r["champion"] for r in refs["teams"]}
+            diffs: dict[tuple[str, str], list[float]] = {}
+            for r in refs["past"]:
+                if (key := (r["seed"], r["team"], r["reference"])) in teams:
+                    diffs.setdefault(key[1:], []).append(r["champion"] - teams[key])
+            for (team, ref), d in diffs.items():
+                print(f"| {team} | {ref} | {', '.join(f'{x:+.2f}' for x in d)} | "
+                      f"{interval(np.array(d))} |")
         for a, b in PAIRS:
             if a not in modes or b not in modes:
                 continue

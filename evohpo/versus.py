@@ -75,7 +75,6 @@ class League:
         # every team's agents played by that generation's champion) and their generations
         self.archive: list[Algorithm] = []
         self.archive_gens: list[int] = []
-        self.drawn: list[list[int]] = []           # this window's [live team, past generation]
 
     # ----------------------------------------------------------------------------- training
     def slots(self, generation: int) -> list[list[int]]:
@@ -84,21 +83,21 @@ class League:
         pairs = league.training_pairs(self.n, len(self.teams), generation)
         return [[t * self.n + p[t] for t in range(len(self.teams))] for p in pairs]
 
-    def opponents(self, generation: int) -> list[tuple[int, Algorithm]] | None:
-        """``population.past_opponents``: for each slot, the team whose member plays all of the
-        slot's envs, and the past champions who play the other teams in the second half of
-        them, drawn uniformly from those kept. None: off, or nothing kept yet (the first
-        window), and every env plays the current members."""
-        self.drawn = []
+    def draws(self, generation: int) -> list[tuple[int, int]]:
+        """``population.past_opponents`` in window ``generation``: for each slot, the team whose
+        member plays all of the slot's envs, and the index of the kept champions who play the
+        other teams in the second half of them, drawn uniformly from the seed and the
+        generation. Empty: off, or nothing kept yet (the first window)."""
         if not self.archive:
-            return None
+            return []
         rng = np.random.default_rng([self.cfg.seed, 17, generation])
-        out = []
-        for j in range(self.n):
-            e = int(rng.integers(len(self.archive)))
-            out.append(((j + generation) % len(self.teams), self.archive[e]))
-            self.drawn.append([out[-1][0], self.archive_gens[e]])
-        return out
+        return [((j + generation) % len(self.teams), int(rng.integers(len(self.archive))))
+                for j in range(self.n)]
+
+    def opponents(self, generation: int) -> list[tuple[int, Algorithm]] | None:
+        """Each slot's draw with its past champions; None: every env plays the current
+        members."""
+        return [(u, self.archive[e]) for u, e in self.draws(generation)] or None
 
     def remember(self, members: list[Member], fitness: list[float], generation: int) -> None:
         """Keep this generation's champions as a past opponent; when ``past_opponents`` are
@@ -260,7 +259,8 @@ class League:
         if self.cfg.eval.team_fitness == "elo":
             m.update({f"member/{mem.id}/rating": mem.rating for mem in members})
         m.update(self.references(members, fitness))
-        past = {"past_opponents": self.drawn} if self.cfg.population.past_opponents else {}
+        past = ({"past_opponents": [[u, self.archive_gens[e]] for u, e in self.draws(generation)]}
+                if self.cfg.population.past_opponents else {})  # drawn before remember() below
         log.league({"generation": generation, **self.last, **past})
         self.remember(members, fitness, generation)
         return m

@@ -79,7 +79,7 @@ class RayRuntime(Runtime):
                            "recover": 0.0}
             self.shared_bytes = 0
             self.device_gens: dict[int, Any] = {}  # members' torch generator states on GPU actors
-            self.sent_opponents: list[tuple[int, Any]] | None = None  # what the actors hold
+            self.sent_opponents: list[tuple[int, Any]] | None = None  # the placing they hold
             self.actors = [self.spawn(g) for g in range(self.num_actors)]
             self.infos = self.ray.get([a.info.remote() for a in self.actors])
         except BaseException:
@@ -350,13 +350,11 @@ class RayRuntime(Runtime):
         self.timing["recover"] += time.perf_counter() - t0
 
     def sync_opponents(self, only: Sequence[int] | None = None) -> None:
-        """Send each actor its slots' past champions when they changed (a new window), or to
-        ``only`` these actors (recreated ones). ``sent_opponents`` holds what was sent, so the
-        ids compared are of live objects."""
-        ops, sent, m = self.opponents, self.sent_opponents, self.per_actor
-        ids = [None if o is None else [(u, id(a)) for u, a in o] for o in (ops, sent)]
-        if ids[0] != ids[1] or only is not None:
-            self.sent_opponents = None if ops is None else list(ops)
+        """Send each actor its slots' past champions when they were placed anew (a new window),
+        or to ``only`` these actors (recreated ones)."""
+        ops, m = self.opponents, self.per_actor
+        if ops is not self.sent_opponents or only is not None:
+            self.sent_opponents = ops
             self.call_all("set_opponents", lambda g: (None if ops is None else [
                 (u, to_cpu(a.state_dict())) for u, a in ops[g * m:(g + 1) * m]],), only=only)
 
