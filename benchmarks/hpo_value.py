@@ -12,9 +12,11 @@ paired difference (same seeds) of each variant against ``--reference`` with a 95
 Finished runs are skipped when run again (their results are kept in ``results.jsonl``).
 
 Starts: ``preset`` (the shipped config), ``poor`` (batch 32, learn_step 400), ``poor_lr``
-(learning rates 10x too small), ``sample`` (population.init: sample: a Latin hypercube over the
-search space, member 0 the preset), ``unknown`` (the same sample with no member at the preset:
-a user who knows no good hyperparameters for the env). Variants: ``tournament`` (evolution as
+(learning rates 10x too small), ``poor_lr_sample`` (the poor_lr config with population.init:
+sample: member 0 keeps the poor learning rates, the others are drawn from the search space),
+``sample`` (population.init: sample: a Latin hypercube over the search space, member 0 the
+preset), ``unknown`` (the same sample with no member at the preset: a user who knows no good
+hyperparameters for the env). Variants: ``tournament`` (evolution as
 shipped), ``truncation`` (PBT, a member replaceable after one window), ``ready`` (PBT, a member
 replaceable only after 5 windows of its own training), ``fixed`` (selection off, no mutation:
 from ``sample`` this is random search), ``select`` (tournament selection without mutation).
@@ -39,6 +41,7 @@ STARTS: dict[str, dict[str, Any]] = {
     "preset": {},
     "poor": {"algo.batch_size": 32, "algo.learn_step": 400},
     "poor_lr": {"algo.lr_actor": 1e-4, "algo.lr_critic": 1e-4},
+    "poor_lr_sample": {"algo.lr_actor": 1e-4, "algo.lr_critic": 1e-4, "population.init": "sample"},
     "sample": {"population.init": "sample"},
     "unknown": {"population.init": "sample", "population.keep_preset": False},
 }
