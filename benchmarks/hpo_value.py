@@ -18,7 +18,8 @@ sample: member 0 keeps the poor learning rates, the others are drawn from the se
 preset), ``unknown`` (the same sample with no member at the preset: a user who knows no good
 hyperparameters for the env). Variants: ``tournament`` (evolution as
 shipped), ``truncation`` (PBT, a member replaceable after one window), ``ready`` (PBT, a member
-replaceable only after 5 windows of its own training), ``fixed`` (selection off, no mutation:
+replaceable only after 5 windows of its own training), ``explore`` (``ready`` with
+``evolution.explore_kept``: a ready bottom member within the noise explores in place), ``fixed`` (selection off, no mutation:
 from ``sample`` this is random search), ``select`` (tournament selection without mutation).
 """
 
@@ -51,6 +52,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "tournament": {"evolution.strategy": "tournament"},
     "truncation": {"evolution.strategy": "truncation", "evolution.ready": 1},
     "ready": {"evolution.strategy": "truncation", "evolution.ready": 5},
+    "explore": {"evolution.strategy": "truncation", "evolution.ready": 5,
+                "evolution.explore_kept": True},
     "fixed": {"evolution.strategy": "independent", **NO_MUTATION},
     "select": {"evolution.strategy": "tournament", **NO_MUTATION},
 }

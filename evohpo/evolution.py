@@ -265,6 +265,12 @@ def truncation(members: list[Any], fitness: list[float], se: list[float], genera
     than ``evolution.min_gap`` standard errors of their difference, and only once it has trained
     for ``evolution.ready`` windows since it was born (PBT's "ready"): early fitness says little
     about where a member ends up. A diverged member is always replaced.
+
+    With ``evolution.explore_kept``, a ready bottom member that is not replaced (within the noise
+    of the member it would copy) keeps its weights and explores its own hyperparameters, and
+    waits ``ready`` windows again: as PBT without the noise rule would after copying a member no
+    better than itself. Without it, a population started identical (``population.init:
+    preset``) rarely explores at all.
     """
     n = len(members)
     q = max(1, min(n // 2, round(ev.quantile * n)))
@@ -281,26 +287,39 @@ def truncation(members: list[Any], fitness: list[float], se: list[float], genera
         broken = members[b].diverged or f != f or f == -math.inf
         young = generation - members[b].born + 1 < ev.ready
         if not broken and (young or not worse_beyond(f, se[b], fitness[t], se[t], ev.min_gap)):
-            continue
-        child = clone(members[t], next_id, generation, rng)
-        next_id += 1
-        hp = child.algo.hp
-        changes, ops = space.explore(hp, mut.bounds, mut.factors, ev.resample_probability, rng)
-        before = {k: getattr(hp, k) for k in changes}
-        child.algo.set_hyperparams(**changes)
-        note = (f"replaces member {members[b].id} (fitness {fitness[b]:.3f}); parent fitness "
-                f"{fitness[t]:.3f}")
-        records.append(MutationRecord(
-            generation, child.id, child.parent_id, "hyperparameters" if changes else "none",
-            target=",".join(changes), before=before or None, after=changes or None,
-            op=", ".join(f"{k} {v}" for k, v in ops.items()), note=note))
-        new_members[b] = child
+            if young or not ev.explore_kept:
+                continue
+            # within the noise of its would-be parent: it keeps its weights, explores in place
+            kept = dataclasses.replace(members[b], born=generation + 1)
+            records.append(_explore(kept, generation, mut, ev, rng, (
+                f"explores in place: fitness {f:.3f}, within the noise of member "
+                f"{members[t].id} ({fitness[t]:.3f})")))
+        else:
+            kept = clone(members[t], next_id, generation, rng)
+            next_id += 1
+            records.append(_explore(kept, generation, mut, ev, rng, (
+                f"replaces member {members[b].id} (fitness {f:.3f}); parent fitness "
+                f"{fitness[t]:.3f}")))
+        new_members[b] = kept
         replaced.add(b)
     for i, m in enumerate(members):
         if i not in replaced and not m.diverged:
             records.append(MutationRecord(generation, m.id, m.parent_id, "elite",
                                           note=f"fitness {fitness[i]:.3f}; kept"))
     return Offspring(new_members, records, next_id)
+
+
+def _explore(m: Any, generation: int, mut: MutationConfig, ev: EvolutionConfig,
+             rng: np.random.Generator, note: str) -> MutationRecord:
+    """PBT's explore on ``m``'s hyperparameters (in place); its lineage record."""
+    hp = m.algo.hp
+    changes, ops = space.explore(hp, mut.bounds, mut.factors, ev.resample_probability, rng)
+    before = {k: getattr(hp, k) for k in changes}
+    m.algo.set_hyperparams(**changes)
+    return MutationRecord(
+        generation, m.id, m.parent_id, "hyperparameters" if changes else "none",
+        target=",".join(changes), before=before or None, after=changes or None,
+        op=", ".join(f"{k} {v}" for k, v in ops.items()), note=note)
 
 
 def worse_beyond(f: float, f_se: float, other: float, other_se: float, gap: float) -> bool:

@@ -23,7 +23,7 @@ class Member:
     parent_id: int | None
     algo: Algorithm
     rng: np.random.Generator          # exploration noise and batch sampling
-    born: int = 0                     # generation it was created in
+    born: int = 0                     # generation it was created (or explored in place) in
     steps: int = 0                    # env steps its lineage has collected
     learn_acc: int = 0                # env steps since it last learned
     fitness: list[float] = field(default_factory=list)

@@ -501,6 +501,51 @@ def test_truncation_waits_until_a_member_is_ready() -> None:
     assert replaced(50, 0, 0, diverged=(1,)) == [1]
 
 
+def test_truncation_explore_kept_explores_a_ready_tie_in_place() -> None:
+    """With evolution.explore_kept, a ready bottom member within the noise of the top keeps its
+    id, lineage and weights and explores its own hyperparameters, then waits ``ready`` again; a
+    young one does not; one worse beyond the noise is still copied over; off, nothing moves."""
+    mut = mcfg()
+    fitness = [float(i) for i in range(8)]
+
+    def step(members: list[FakeMember], generation: int, se: float = 100.0, kept: bool = True,
+             seed: int = 0) -> Any:
+        ev = ecfg(strategy="truncation", quantile=0.25, min_gap=1.0, ready=5, explore_kept=kept)
+        return truncation(members, fitness, [se] * 8, generation, 8, ev, mut,
+                          np.random.default_rng(seed))
+
+    for seed in range(10):
+        members = population(8)
+        algos = [m.algo for m in members]
+        out = step(members, 4, seed=seed)
+        moved = [i for i, m in enumerate(out.members) if m is not members[i]]
+        assert moved == [0, 1] and out.next_id == 8  # no new member: the same two, explored
+        for i in moved:
+            new, old = out.members[i], members[i]
+            assert (new.id, new.parent_id, new.born) == (old.id, old.parent_id, 5)
+            assert new.algo is algos[i] and new.fitness == old.fitness  # its weights go on
+            rec = next(r for r in out.records if r.member_id == new.id)
+            assert rec.kind == "hyperparameters" and "explores in place" in rec.note
+            assert rec.parent_id == old.parent_id and rec.before == {
+                k: getattr(MID, k) for k in rec.before}
+            check_explore(rec, mut)
+            assert new.algo.hp == dataclasses.replace(MID, **rec.after)
+        assert all(out.members[i].algo.hp == MID for i in range(2, 8))
+        # now young again: the next window leaves them alone
+        again = step(out.members, 5, seed=seed)
+        assert all(a is b for a, b in zip(again.members, out.members, strict=True))
+    young = population(8)
+    assert all(a is b for a, b in zip(step(young, 3).members, young, strict=True))
+    off = population(8)
+    out = step(off, 4, kept=False)
+    assert all(a is b for a, b in zip(out.members, off, strict=True))
+    assert all(m.algo.hp == MID for m in off)
+    # worse beyond the noise: copied over as before, explore_kept or not
+    for kept in (True, False):
+        out = step(population(8), 4, se=0.0, kept=kept)
+        assert [m.id for m in out.members[:2]] == [8, 9] and out.next_id == 10
+
+
 # ----------------------------------------------------------------------------- the kept best
 
 

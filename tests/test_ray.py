@@ -53,13 +53,21 @@ def run(runtime: type, cfg: C.Config, d: Path) -> tuple[dict[str, Any], list[dic
     return summary, read_jsonl(d / "metrics.jsonl"), read_jsonl(d / "lineage.jsonl")
 
 
-def test_one_actor_repeats_a_local_run_exactly(tmp_path: Path) -> None:
-    cfg = ray_cfg(1)
+# in place: PBT whose bottom member explores its own hyperparameters every window (same id, so
+# the actor must be sent the change by the member's identity, not its id)
+IN_PLACE = {"evolution": {"strategy": "truncation", "ready": 1, "min_gap": 1000.0,
+                          "explore_kept": True}}
+
+
+@pytest.mark.parametrize("over", [{}, IN_PLACE], ids=["tournament", "in_place"])
+def test_one_actor_repeats_a_local_run_exactly(tmp_path: Path, over: dict[str, Any]) -> None:
+    cfg = ray_cfg(1, **over)
     _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
     summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
     assert summary["actors"] == 1 and any(k.endswith("critic_loss")
                                           for k in m_ray[-1])  # members learned
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
+    assert any("explores in place" in r["note"] for r in l_local) == bool(over)
 
 
 def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) -> None:

@@ -192,6 +192,11 @@ class EvolutionConfig:
         5, "truncation: evolution windows a member must have trained since it was born (or "
         "last copied into) before it can be replaced; a diverged member is replaced at any age",
         lo=1)
+    explore_kept: bool = _f(
+        False, "truncation: a ready bottom-quantile member that is not replaced (within min_gap "
+        "of the member it would copy) keeps its weights and explores its own hyperparameters, "
+        "then waits `ready` windows again; off: it goes on unchanged, so a population started "
+        "identical (population.init: preset) rarely explores")
     tournament_size: int = _f(2, "members drawn per tournament", lo=1)
     elitism: bool = _f(True, "the best member survives unchanged")
     learning_delay: int = _f(2_000, "population env steps before anyone learns", lo=0)
