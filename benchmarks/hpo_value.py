@@ -16,11 +16,11 @@ Starts: ``preset`` (the shipped config), ``poor`` (batch 32, learn_step 400), ``
 sample: member 0 keeps the poor learning rates, the others are drawn from the search space),
 ``sample`` (population.init: sample: a Latin hypercube over the search space, member 0 the
 preset), ``unknown`` (the same sample with no member at the preset: a user who knows no good
-hyperparameters for the env). Variants: ``tournament`` (evolution as
-shipped), ``truncation`` (PBT, a member replaceable after one window), ``ready`` (PBT, a member
-replaceable only after 5 windows of its own training), ``explore`` (``ready`` with
-``evolution.explore_kept``: a ready bottom member within the noise explores in place), ``fixed`` (selection off, no mutation:
-from ``sample`` this is random search), ``select`` (tournament selection without mutation).
+hyperparameters for the env). Variants: ``tournament`` (evolution as shipped), ``truncation``
+(PBT, a member replaceable after one window), ``ready`` (PBT, a member replaceable only after 5
+windows of its own training), ``explore`` (``ready`` with ``evolution.explore_kept``: a ready
+bottom member within the noise explores in place), ``fixed`` (selection off, no mutation: from
+``sample`` this is random search), ``select`` (tournament selection without mutation).
 """
 
 from __future__ import annotations
