@@ -18,8 +18,9 @@ sample: member 0 keeps the poor learning rates, the others are drawn from the se
 preset), ``unknown`` (the same sample with no member at the preset: a user who knows no good
 hyperparameters for the env). Variants: ``tournament`` (evolution as shipped), ``truncation``
 (PBT, a member replaceable after one window), ``ready`` (PBT, a member replaceable only after 5
-windows of its own training), ``explore`` (``ready`` with ``evolution.explore_kept``: a ready
-bottom member within the noise explores in place), ``fixed`` (selection off, no mutation: from
+windows of its own training; both without ``evolution.explore_kept``), ``explore`` (``ready``
+with ``evolution.explore_kept``, the default: a ready bottom member within the noise explores
+in place), ``fixed`` (selection off, no mutation: from
 ``sample`` this is random search), ``select`` (tournament selection without mutation).
 """
 
@@ -50,8 +51,10 @@ NO_MUTATION = {"mutation.none": 1, "mutation.hyperparameters": 0, "mutation.weig
                "mutation.architecture": 0, "mutation.activation": 0}
 VARIANTS: dict[str, dict[str, Any]] = {
     "tournament": {"evolution.strategy": "tournament"},
-    "truncation": {"evolution.strategy": "truncation", "evolution.ready": 1},
-    "ready": {"evolution.strategy": "truncation", "evolution.ready": 5},
+    "truncation": {"evolution.strategy": "truncation", "evolution.ready": 1,
+                   "evolution.explore_kept": False},
+    "ready": {"evolution.strategy": "truncation", "evolution.ready": 5,
+              "evolution.explore_kept": False},
     "explore": {"evolution.strategy": "truncation", "evolution.ready": 5,
                 "evolution.explore_kept": True},
     "fixed": {"evolution.strategy": "independent", **NO_MUTATION},

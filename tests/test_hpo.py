@@ -197,7 +197,8 @@ def mcfg(**kw: Any) -> MutationConfig:
 
 
 def ecfg(**kw: Any) -> EvolutionConfig:
-    return C.build(EvolutionConfig, kw, "evolution")
+    """Without explore_kept unless asked: these tests are of the copy rule alone."""
+    return C.build(EvolutionConfig, {"explore_kept": False, **kw}, "evolution")
 
 
 @dataclass

@@ -193,7 +193,7 @@ class EvolutionConfig:
         "last copied into) before it can be replaced; a diverged member is replaced at any age",
         lo=1)
     explore_kept: bool = _f(
-        False, "truncation: a ready bottom-quantile member that is not replaced (within min_gap "
+        True, "truncation: a ready bottom-quantile member that is not replaced (within min_gap "
         "of the member it would copy) keeps its weights and explores its own hyperparameters, "
         "then waits `ready` windows again; off: it goes on unchanged, so a population started "
         "identical (population.init: preset) rarely explores")
