@@ -20,8 +20,8 @@ hyperparameters for the env). Variants: ``tournament`` (evolution as shipped), `
 (PBT, a member replaceable after one window), ``ready`` (PBT, a member replaceable only after 5
 windows of its own training; both without ``evolution.explore_kept``), ``explore`` (``ready``
 with ``evolution.explore_kept``, the default: a ready bottom member within the noise explores
-in place), ``fixed`` (selection off, no mutation: from
-``sample`` this is random search), ``select`` (tournament selection without mutation).
+in place), ``fixed`` (selection off, no mutation: from ``sample`` this is random search),
+``select`` (tournament selection without mutation).
 """
 
 from __future__ import annotations

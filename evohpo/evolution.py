@@ -286,20 +286,20 @@ def truncation(members: list[Any], fitness: list[float], se: list[float], genera
         f = fitness[b]
         broken = members[b].diverged or f != f or f == -math.inf
         young = generation - members[b].born + 1 < ev.ready
-        if not broken and (young or not worse_beyond(f, se[b], fitness[t], se[t], ev.min_gap)):
-            if young or not ev.explore_kept:
-                continue
-            # within the noise of its would-be parent: it keeps its weights, explores in place
-            kept = dataclasses.replace(members[b], born=generation + 1)
-            records.append(_explore(kept, generation, mut, ev, rng, (
-                f"explores in place: fitness {f:.3f}, within the noise of member "
-                f"{members[t].id} ({fitness[t]:.3f})")))
-        else:
+        copy = broken or (not young and worse_beyond(f, se[b], fitness[t], se[t],
+                                                     ev.min_gap))
+        if not copy and (young or not ev.explore_kept):
+            continue
+        if copy:
             kept = clone(members[t], next_id, generation, rng)
             next_id += 1
-            records.append(_explore(kept, generation, mut, ev, rng, (
-                f"replaces member {members[b].id} (fitness {f:.3f}); parent fitness "
-                f"{fitness[t]:.3f}")))
+            note = f"replaces member {members[b].id} (fitness {f:.3f}); parent fitness " \
+                   f"{fitness[t]:.3f}"
+        else:  # within the noise of its would-be parent: it keeps its weights, explores in place
+            kept = dataclasses.replace(members[b], born=generation + 1)
+            note = f"explores in place: fitness {f:.3f}, within the noise of member " \
+                   f"{members[t].id} ({fitness[t]:.3f})"
+        records.append(_explore(kept, generation, mut, ev, rng, note))
         new_members[b] = kept
         replaced.add(b)
     for i, m in enumerate(members):

@@ -190,7 +190,8 @@ class EvolutionConfig:
         lo=0)
     ready: int = _f(
         5, "truncation: evolution windows a member must have trained since it was born (or "
-        "last copied into) before it can be replaced; a diverged member is replaced at any age",
+        "last copied into, or explored in place) before it can be replaced or explore again; a "
+        "diverged member is replaced at any age",
         lo=1)
     explore_kept: bool = _f(
         True, "truncation: a ready bottom-quantile member that is not replaced (within min_gap "
