@@ -202,7 +202,9 @@ def our_config(seed: int, torch_threads: int, num_envs: int = NUM_ENVS) -> Any:
         "env": {"kwargs": ENV_KW, "num_envs": num_envs, "backend": "batched", "pool": "sync"},
         "population": {"size": POP},
         "evolution": {"evo_steps": EVO_STEPS, "learning_delay": 0, "tournament_size": 2,
-                      "elitism": True},
+                      "elitism": True,
+                      # AgileRL's evolution (the default before truncation, kept for both sides)
+                      **({"strategy": "tournament"} if "evolution.strategy" in known else {})},
         "algo": {"min_updates_per_step": 0,  # one update per learn_step, as AgileRL
                  "batch_size": BATCH, "learn_step": LEARN_STEP, "lr_actor": LR_ACTOR,
                  "lr_critic": LR_CRITIC, "gamma": GAMMA, "tau": TAU, "noise": "ou",

@@ -34,14 +34,26 @@ def logs(run: Path) -> tuple[list[dict], list[dict]]:
     return strip_time(read_jsonl(run / "metrics.jsonl")), read_jsonl(run / "lineage.jsonl")
 
 
+# the tournament, and the default (truncation) made to act every window: a copy over the worse
+# member or, within the noise, exploring in place
+STRATEGIES = {"tournament": ["--set", "evolution.strategy=tournament"],
+              "truncation": ["--set", "evolution.ready=1", "--set", "evolution.quantile=0.5"]}
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
 @pytest.mark.parametrize("first", [96, 80])  # stop at a window end, and mid-window
-def test_resume_equals_uninterrupted(tmp_path: Path, first: int) -> None:
-    assert train(tmp_path / "full", 160) == 0
-    assert train(tmp_path / "part", first) == 0
+def test_resume_equals_uninterrupted(tmp_path: Path, first: int, strategy: str) -> None:
+    extra = STRATEGIES[strategy]
+    assert train(tmp_path / "full", 160, *extra) == 0
+    assert train(tmp_path / "part", first, *extra) == 0
     assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "160", "--quiet"]) == 0
     full, part = logs(tmp_path / "full"), logs(tmp_path / "part")
     assert part[0] == full[0] and part[1] == full[1]
     assert len(full[0]) == 5 and full[0][-1]["env_steps"] == 160
+    if strategy == "truncation":  # PBT acted before the resume point and after it
+        acted = [r["generation"] for r in full[1]
+                 if any(n in (r.get("note") or "") for n in ("explores in place", "replaces"))]
+        assert min(acted) < 2 and max(acted) >= 3, full[1]
     elapsed = [r["time/elapsed_s"] for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")]
     assert elapsed == sorted(elapsed)  # the run's clock goes on across the resume
 

@@ -384,3 +384,20 @@ def test_shipped_configs_load():
         cfg = C.load([data])
         assert cfg.env.num_envs % cfg.population.size == 0
         assert cfg.algo.name in f.name  # the file name says which algorithm it configures
+
+
+def test_shipped_strategies_are_what_the_benchmark_chose():
+    """PBT (truncation, exploring in place) by default and in the cooperative presets, measured
+    best in benchmarks/README.md; the competitive presets keep the tournament they were
+    measured with."""
+    from evohpo.api import resolve
+
+    assert C.load([]).evolution.strategy == "truncation"
+    assert C.load([]).evolution.explore_kept
+    coop = [("matd3", "simple_speaker_listener"), ("maddpg", "simple_speaker_listener"),
+            ("matd3", "simple_spread"), ("maddpg", "simple_spread")]
+    for algo, env in coop:
+        ev = resolve(algo=algo, env=env)[0].evolution
+        assert (ev.strategy, ev.ready, ev.explore_kept) == ("truncation", 5, True), (algo, env)
+    for env in ("simple_tag", "simple_adversary", "simple_push"):
+        assert resolve(algo="matd3", env=env)[0].evolution.strategy == "tournament", env

@@ -584,7 +584,7 @@ def test_trainer_logs_the_architectures_the_lineage_describes(tmp_path: Path) ->
     cfg = C.load([{
         "steps": 96, "device": "cpu", "env": {"num_envs": 2, "pool": "sync"},
         "population": {"size": 2},
-        "evolution": {"evo_steps": 16, "learning_delay": 0},
+        "evolution": {"evo_steps": 16, "learning_delay": 0, "strategy": "tournament"},
         "algo": {"batch_size": 8, "learn_step": 4, "hidden": [16]}, "eval": {"episodes": 1},
         "buffer": {"capacity": 1000}, "logging": {"console": False},
         "mutation": {"none": 0, "hyperparameters": 0, "weights": 0, "architecture": 1,

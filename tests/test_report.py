@@ -28,6 +28,7 @@ SECTIONS = ("summary", "fitness", "hyperparameters", "architecture", "training",
 ARGS = ["--algo", "matd3", "--env", "simple_speaker_listener", "--quiet", "--steps", "96",
         "--set", "env.pool=sync", "--set", "env.num_envs=4", "--set", "population.size=4",
         "--set", "evolution.evo_steps=4", "--set", "evolution.learning_delay=0",
+        "--set", "evolution.strategy=tournament",  # a mutation every window, for the figures
         "--set", "algo.batch_size=8", "--set", "algo.learn_step=4", "--set", "algo.hidden=[16]",
         "--set", "eval.episodes=1", "--set", "buffer.capacity=1000",
         "--set", "env.kwargs.max_cycles=8",

@@ -21,7 +21,8 @@ TINY = {
     "steps": 64, "device": "cpu",
     "env": {"num_envs": 2, "pool": "sync"},
     "population": {"size": 2},
-    "evolution": {"evo_steps": 16, "learning_delay": 0},
+    # the tournament: these tests read its lineage (an elite and mutated clones every window)
+    "evolution": {"evo_steps": 16, "learning_delay": 0, "strategy": "tournament"},
     "algo": {"batch_size": 8, "learn_step": 4, "hidden": [16]},
     "mutation": {"bounds": {"batch_size": {"min": 4, "max": 64}}},
     "eval": {"episodes": 2},

@@ -175,10 +175,10 @@ class PopulationConfig:
 class EvolutionConfig:
     evo_steps: int = _f(10_000, "env steps each member collects per evolution window", lo=1)
     strategy: Literal["tournament", "truncation", "independent"] = _f(
-        "tournament", "tournament: tournament selection with elitism, every other member a "
-        "mutated clone; truncation: PBT, the bottom quantile copies the top quantile and "
-        "perturbs or resamples every mutable hyperparameter; independent: no selection (from "
-        "population.init: sample, random search)")
+        "truncation", "truncation: PBT, the bottom quantile copies the top quantile and "
+        "perturbs or resamples every mutable hyperparameter; tournament: tournament selection "
+        "with elitism, every other member a mutated clone (as AgileRL); independent: no "
+        "selection (from population.init: sample, random search)")
     quantile: float = _f(0.25, "truncation: the share of members replaced (and copied from)",
                          lo=0, hi=0.5, lo_open=True)
     resample_probability: float = _f(
