@@ -201,11 +201,14 @@ def test_nan_is_rejected():
 
 def test_tournament_larger_than_population():
     msg = _err([{"population": {"size": 2}, "env": {"num_envs": 4},
-                 "evolution": {"tournament_size": 3}}])
+                 "evolution": {"strategy": "tournament", "tournament_size": 3}}])
     assert "evolution.tournament_size" in msg and "3" in msg and "1..2" in msg
-    # equal is fine
+    # equal is fine, and other strategies hold no tournaments (a population of 1 included)
     C.load([{"population": {"size": 2}, "env": {"num_envs": 4},
-             "evolution": {"tournament_size": 2}}])
+             "evolution": {"strategy": "tournament", "tournament_size": 2}}])
+    for strategy in ("truncation", "independent"):
+        C.load([{"population": {"size": 1}, "env": {"num_envs": 4},
+                 "evolution": {"strategy": strategy}}])
 
 
 def test_num_envs_must_be_multiple_of_population():

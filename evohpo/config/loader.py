@@ -261,7 +261,7 @@ def load(layers: Sequence[Mapping[str, Any]]) -> Config:
 def validate(cfg: Config) -> None:
     """Checks that involve more than one key."""
     pop = cfg.population.size
-    if cfg.evolution.tournament_size > pop:
+    if cfg.evolution.strategy == "tournament" and cfg.evolution.tournament_size > pop:
         raise ConfigError("config key 'evolution.tournament_size': "
                           f"{cfg.evolution.tournament_size} is larger than population.size "
                           f"({pop}); allowed 1..{pop}")
