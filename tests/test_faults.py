@@ -72,7 +72,7 @@ def cli_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     (["--set", "algo.lr_actor=-1"], "'algo.lr_actor': -1.0 is out of range; allowed (0"),
     (["--set", "population.size=0"], "'population.size': 0 is out of range; allowed [1"),
     (["--set", "population.size=four"], "'population.size': 'four' is not int"),
-    (["--set", "evolution.tournament_size=9"],
+    (["--set", "evolution.strategy=tournament", "--set", "evolution.tournament_size=9"],
      "'evolution.tournament_size': 9 is larger than population.size"),
     (["--set", "algo.batch_size=5000", "--set", "buffer.capacity=1000"],
      "'algo.batch_size': 5000 is larger than buffer.capacity"),
