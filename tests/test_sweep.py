@@ -20,8 +20,7 @@ FIXED = {"mutation.none": 1.0, "mutation.hyperparameters": 0.0, "mutation.weight
 
 def sweep_file(tmp: Path, **over: Any) -> Path:
     base = tmp / "base.yaml"
-    base.write_text(yaml.safe_dump({**TINY, "evolution": {"evo_steps": 8, "learning_delay": 0,
-                                                      "strategy": "tournament"}}))
+    base.write_text(yaml.safe_dump({**TINY, "evolution": {**TINY["evolution"], "evo_steps": 8}}))
     spec = {"name": "tiny", "base": "base.yaml", "steps": 48, "seeds": [0, 1],
             "set": {"eval.episodes": 1, "env.kwargs": {"max_cycles": 8}},
             "variants": {"fixed": FIXED,
