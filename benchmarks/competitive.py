@@ -20,7 +20,9 @@ episodes per pairing (seed 10**6 + run seed):
    joint run's, averaged over the two opponents: above zero, the team-evolved policy plays its
    seat better. Mean over seeds with a 95% t interval. With ``--modes teams,elo`` (or all
    three), a third kind of run, ``elo`` (teams whose fitness is an Elo rating from the
-   cross-play results, ``eval.team_fitness: elo``), meets the ``teams`` run the same way.
+   cross-play results, ``eval.team_fitness: elo``), meets the ``teams`` run the same way; so
+   do ``past`` (``population.past_opponents: 8``) and ``pbt`` (each team evolved by
+   ``evolution.strategy: truncation`` instead of the presets' tournament).
 Finished runs are kept and skipped when run again.
 """
 
@@ -47,9 +49,11 @@ MODES: dict[str, dict[str, Any]] = {
     "elo": {"population.teams": "auto", "eval.team_fitness": "elo"},  # teams, rated by Elo
     # teams, half of the training envs against champions of earlier generations
     "past": {"population.teams": "auto", "population.past_opponents": 8},
+    # teams, each evolved by PBT (truncation, the cooperative default) instead of the tournament
+    "pbt": {"population.teams": "auto", "evolution.strategy": "truncation"},
 }
-TEAM_MODES = ("teams", "elo", "past")  # runs with a population per team
-PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"))  # met head to head
+TEAM_MODES = ("teams", "elo", "past", "pbt")  # runs with a population per team
+PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"))  # head to head
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -190,7 +194,8 @@ def main() -> None:
     ap.add_argument("--modes", default="teams,joint",
                     help="comma-separated: teams (as shipped), joint (the all-agent sum), elo "
                          "(teams rated by Elo), past (teams with population.past_opponents: "
-                         "8); head to head: teams vs joint, elo vs teams, past vs teams")
+                         "8), pbt (teams evolved by truncation); head to head: teams vs joint, "
+                         "elo, past and pbt vs teams")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -235,12 +240,13 @@ def main() -> None:
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
                       f"{r['diff']:+.2f} [{r['diff'] - r['diff_half']:+.2f}, "
                       f"{r['diff'] + r['diff_half']:+.2f}] | {r['beats']} |")
-        if "past" in refs and "teams" in refs:  # the same opponents and episodes: paired
-            print("\n| team | reference | per seed: past champion minus teams champion | "
+        for alt in (m for m in ("past", "pbt") if m in refs and "teams" in refs):
+            # the same opponents and episodes: paired
+            print(f"\n| team | reference | per seed: {alt} champion minus teams champion | "
                   "mean [95% CI] |\n|---|---|---|---|")
             teams = {(r["seed"], r["team"], r["reference"]): r["champion"] for r in refs["teams"]}
             diffs: dict[tuple[str, str], list[float]] = {}
-            for r in refs["past"]:
+            for r in refs[alt]:
                 if (key := (r["seed"], r["team"], r["reference"])) in teams:
                     diffs.setdefault(key[1:], []).append(r["champion"] - teams[key])
             for (team, ref), d in diffs.items():
