@@ -3,6 +3,7 @@ then one comparison report; a rerun skips finished runs and resumes longer ones.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,34 @@ def test_shipped_sweep_compares_mutation_only(tmp_path: Path) -> None:
                                   == m["activation"] == 0)
         assert e.config["mutation"]["hyperparameters"] > 0
         assert f.config["env"]["name"] == "simple_speaker_listener"
+
+
+def test_shipped_hpo_sweep_is_the_benchmarks_main_comparison(tmp_path: Path) -> None:
+    """Random search, PBT as the preset ships it, selection alone and the tournament, from one
+    sampled start per seed (the preset kept as member 0), at equal env steps."""
+    root = Path(__file__).parent.parent / "configs"
+    sw = load_sweep(root / "sweeps" / "hpo_value_speaker_listener.yaml", tmp_path)
+    shipped = C.load([C.read_yaml(root / "matd3_speaker_listener.yaml")])
+    by = {v: [j for j in sw.jobs if j.variant == v]
+          for v in ("random_search", "pbt", "selection_only", "tournament")}
+    assert sw.jobs[0].variant == "random_search" and len(sw.jobs) == sum(map(len, by.values()))
+    assert len({len(js) for js in by.values()}) == 1 and len(by["pbt"]) >= 5
+    for jobs in zip(*by.values(), strict=True):
+        assert len({(j.seed, j.config["steps"]) for j in jobs}) == 1   # paired, equal budgets
+        for j in jobs:
+            assert j.config["population"]["init"] == "sample"
+            assert j.config["population"]["keep_preset"] is True
+        rs, pbt, sel, tour = (j.config for j in jobs)
+        assert pbt["evolution"] == dataclasses.asdict(shipped.evolution)   # as shipped
+        assert pbt["mutation"] == dataclasses.asdict(shipped.mutation)
+        assert rs["evolution"]["strategy"] == "independent"
+        assert sel["evolution"]["strategy"] == tour["evolution"]["strategy"] == "tournament"
+        for off in (rs, sel):
+            m = off["mutation"]
+            assert m["none"] > 0 and (m["hyperparameters"] == m["weights"] == m["architecture"]
+                                      == m["activation"] == 0)
+        assert tour["mutation"]["hyperparameters"] > 0
+        assert {k for k in rs if rs[k] != pbt[k]} <= {"evolution", "mutation"}
 
 
 @pytest.mark.parametrize(("over", "message"), [
