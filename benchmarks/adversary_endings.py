@@ -1,0 +1,84 @@
+"""Where simple_adversary's good agents end their episodes against the scripted adversary.
+
+    python benchmarks/adversary_endings.py runs/competitive/simple_adversary-pbt-s0 \\
+        runs/competitive/simple_adversary-teams-s0 --episodes 100
+
+For each run directory's champions (``checkpoints/best.pt``), and for the scripted good agents,
+plays ``--episodes`` mpe2 episodes (seeds 10**6, 10**6 + 1, ...) against the scripted adversary
+and prints, at each episode's last step: how often both good agents are nearest the goal
+landmark, split between the landmarks, or neither is nearest the goal; and the mean distance to
+the goal of the nearer good agent, of the other one and of the adversary. The good agents' reward
+each step is the adversary's distance to the goal minus the nearer good agent's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from competitive import load
+
+
+def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
+    from mpe2 import simple_adversary_v3
+
+    counts = {"both at goal": 0, "split": 0, "neither": 0}
+    dist = []
+    for ep in range(episodes):
+        env = simple_adversary_v3.parallel_env(continuous_actions=True, max_cycles=max_cycles)
+        obs, _ = env.reset(seed=10**6 + ep)
+        for _ in range(max_cycles):
+            batch = {a: np.asarray(v, np.float32)[None] for a, v in obs.items()}
+            act: dict[str, np.ndarray] = {}
+            for policy, adv in ((good, False), (adversary, True)):
+                env_act, _ = policy.act(batch, None)
+                act.update({a: env_act[a][0] for a in env_act
+                            if a.startswith("adversary_") == adv})
+            obs, *_ = env.step(act)
+        world = env.unwrapped.world
+        goal = next(a.goal_a for a in world.agents if not a.adversary).state.p_pos
+        near_goal = []
+        for a in world.agents:
+            if not a.adversary:
+                d = [np.linalg.norm(a.state.p_pos - m.state.p_pos) for m in world.landmarks]
+                near_goal.append(world.landmarks[int(np.argmin(d))].state.p_pos is goal)
+        counts["both at goal" if all(near_goal) else "split" if any(near_goal) else "neither"] += 1
+        good_d = sorted(np.linalg.norm(a.state.p_pos - goal) for a in world.agents
+                        if not a.adversary)
+        adv_d = [np.linalg.norm(a.state.p_pos - goal) for a in world.agents if a.adversary]
+        dist.append([good_d[0], good_d[-1], adv_d[0]])
+        env.close()
+    m = np.mean(dist, axis=0)
+    return (" / ".join(f"{k} {v}" for k, v in counts.items())
+            + f"; distance to the goal: nearer good {m[0]:.2f}, other good {m[1]:.2f}, "
+              f"adversary {m[2]:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="run directories of simple_adversary")
+    ap.add_argument("--episodes", type=int, default=100)
+    args = ap.parse_args()
+    from evohpo.envs import spec_for
+    from evohpo.playback import run_config
+    from evohpo.references import reference_policy
+
+    for d in map(Path, args.runs):
+        cfg = run_config(d)
+        spec = spec_for(cfg.env)
+        heuristic = reference_policy("heuristic", spec, cfg.env.name, cfg.env.kwargs, 0)
+        cycles = int(cfg.env.kwargs.get("max_cycles", 25))
+        champion = load(d / "checkpoints" / "best.pt", d)
+        got = endings(champion, heuristic, args.episodes, cycles)
+        print(f"{d.name}, learned good agents: {got}")
+    print(f"scripted good agents: {endings(heuristic, heuristic, args.episodes, cycles)}")
+
+
+if __name__ == "__main__":
+    main()
