@@ -168,7 +168,7 @@ def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
         diff = paired(reeval((start, variant)), reeval((start, reference))) \
             if variant != reference else ""
         after = [(cell[s].get("after_40_min_best"), cell[s].get("after_40_min_mean"))
-                 for s in seeds if cell[s].get("reached_40")]
+                 for s in seeds if cell[s].get("after_40_min_best") is not None]
         low = (f"{min(a for a, _ in after):.1f} / {min(b for _, b in after):.1f} "
                f"({len(after)} reached)") if after else "never reached -40"
         rc = np.array([cell[s]["reported"] - cell[s]["recheck"] for s in seeds
