@@ -21,7 +21,9 @@ episodes per pairing (seed 10**6 + run seed):
    seat better. Mean over seeds with a 95% t interval. With ``--modes teams,elo`` (or all
    three), a third kind of run, ``elo`` (teams whose fitness is an Elo rating from the
    cross-play results, ``eval.team_fitness: elo``), meets the ``teams`` run the same way; so
-   do ``past`` (``population.past_opponents: 8``) and ``pbt`` (each team evolved by
+   do ``learned`` (``population.opponent_actions: learned``: each member also learns its own
+   model of the other team, for its critics' targets), ``past``
+   (``population.past_opponents: 8``) and ``pbt`` (each team evolved by
    ``evolution.strategy: truncation`` instead of the presets' tournament).
 Finished runs are kept and skipped when run again.
 """
@@ -51,9 +53,13 @@ MODES: dict[str, dict[str, Any]] = {
     "past": {"population.teams": "auto", "population.past_opponents": 8},
     # teams, each evolved by PBT (truncation, the cooperative default) instead of the tournament
     "pbt": {"population.teams": "auto", "evolution.strategy": "truncation"},
+    # teams whose members also learn their own model of the other team (the critics' targets
+    # take its next actions instead of the ones played)
+    "learned": {"population.teams": "auto", "population.opponent_actions": "learned"},
 }
-TEAM_MODES = ("teams", "elo", "past", "pbt")  # runs with a population per team
-PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"))  # head to head
+TEAM_MODES = ("teams", "elo", "past", "pbt", "learned")  # runs with a population per team
+PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
+         ("teams", "learned"))  # head to head
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -194,8 +200,9 @@ def main() -> None:
     ap.add_argument("--modes", default="teams,joint",
                     help="comma-separated: teams (as shipped), joint (the all-agent sum), elo "
                          "(teams rated by Elo), past (teams with population.past_opponents: "
-                         "8), pbt (teams evolved by truncation); head to head: teams vs joint, "
-                         "elo, past and pbt vs teams")
+                         "8), pbt (teams evolved by truncation), learned (teams with "
+                         "population.opponent_actions: learned); head to head: teams vs joint "
+                         "and learned, elo, past and pbt vs teams")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -240,7 +247,7 @@ def main() -> None:
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
                       f"{r['diff']:+.2f} [{r['diff'] - r['diff_half']:+.2f}, "
                       f"{r['diff'] + r['diff_half']:+.2f}] | {r['beats']} |")
-        for alt in (m for m in ("past", "pbt") if m in refs and "teams" in refs):
+        for alt in (m for m in ("past", "pbt", "learned") if m in refs and "teams" in refs):
             # the same opponents and episodes: paired
             print(f"\n| team | reference | per seed: {alt} champion minus teams champion | "
                   "mean [95% CI] |\n|---|---|---|---|")

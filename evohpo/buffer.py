@@ -4,6 +4,11 @@ One buffer for the whole population: every member's experience goes in, every me
 from all of it. Storage is preallocated and circular. Each field is one joint array whose
 columns are the agents' blocks (agents are heterogeneous, so the blocks have different widths);
 sampling a batch is then one gather per field, whatever the number of agents.
+
+On a game of several teams a buffer may also keep each transition's *next actions*: what every
+agent's policy (the one that played that env, without exploration noise) does at the next
+observation. A member that trains only its own team takes the other teams' next actions from
+there for its critics' targets, instead of from a model of them it would have to learn.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ class Batch(NamedTuple):
     next_obs: dict[str, torch.Tensor]    # [B, obs_dim] the real next observation
     terminated: dict[str, torch.Tensor]  # [B] 1.0 where the episode terminated (not truncated)
     alive: dict[str, torch.Tensor]       # [B] 1.0 where the agent acted (agents may leave early)
+    # [B, act_dim] what each agent's policy did at next_obs (buffers that keep them; else None)
+    next_actions: dict[str, torch.Tensor] | None = None
 
 
 def _blocks(widths: list[int]) -> list[slice]:
@@ -33,8 +40,10 @@ def _blocks(widths: list[int]) -> list[slice]:
 
 class ReplayBuffer:
     FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "alive")
+    NEXT = "next_actions"  # the optional field
 
-    def __init__(self, spec: EnvSpec, capacity: int, device: torch.device | str = "cpu"):
+    def __init__(self, spec: EnvSpec, capacity: int, device: torch.device | str = "cpu",
+                 next_actions: bool = False):
         self.spec = spec
         self.agents = spec.agents
         self.capacity = int(capacity)
@@ -50,27 +59,37 @@ class ReplayBuffer:
         self.rewards = np.zeros((capacity, n_ag), np.float32)
         self.terminated = np.zeros((capacity, n_ag), np.float32)
         self.alive = np.zeros((capacity, n_ag), np.float32)
+        self.fields = self.FIELDS + ((self.NEXT,) if next_actions else ())
+        if next_actions:
+            self.next_actions = np.zeros((capacity, sum(act_w)), np.float32)
         self.pos = 0    # next row to write
         self.size = 0   # rows holding data
         self.added = 0  # transitions ever added
 
     @staticmethod
-    def bytes_for(spec: EnvSpec, capacity: int) -> int:
+    def bytes_for(spec: EnvSpec, capacity: int, next_actions: bool = False) -> int:
         obs = sum(spec[a].obs_dim for a in spec.agents)
         act = sum(spec[a].act_dim for a in spec.agents)
-        return 4 * capacity * (2 * obs + act + 3 * len(spec.agents))
+        return 4 * capacity * (2 * obs + (1 + next_actions) * act + 3 * len(spec.agents))
+
+    @property
+    def has_next_actions(self) -> bool:
+        return self.NEXT in self.fields
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self, k).nbytes for k in self.FIELDS)
+        return sum(getattr(self, k).nbytes for k in self.fields)
 
     def __len__(self) -> int:
         return self.size
 
     def add(self, obs: dict[str, np.ndarray], actions: dict[str, np.ndarray],
             rewards: dict[str, np.ndarray], next_obs: dict[str, np.ndarray],
-            terminated: dict[str, np.ndarray], alive: dict[str, np.ndarray] | None = None) -> int:
+            terminated: dict[str, np.ndarray], alive: dict[str, np.ndarray] | None = None,
+            next_actions: dict[str, np.ndarray] | None = None) -> int:
         """Add one vector step: every array is [n, ...] with the same n (the envs).
+
+        ``next_actions`` is required by, and only taken by, a buffer that keeps them.
 
         Rows holding NaN or inf (a faulty env, a diverged policy) are dropped, not stored:
         one poisoned transition would reach every member. Returns how many were dropped.
@@ -82,6 +101,13 @@ class ReplayBuffer:
         for a in self.agents:
             ok &= np.isfinite(obs[a]).all(1) & np.isfinite(next_obs[a]).all(1)
             ok &= np.isfinite(actions[a]).all(1) & np.isfinite(rewards[a])
+        keep_next = self.has_next_actions
+        if keep_next != (next_actions is not None):
+            raise ValueError("next_actions must be given to a buffer that keeps them, and only "
+                             "to one")
+        if next_actions is not None:
+            for a in self.agents:
+                ok &= np.isfinite(next_actions[a]).all(1)
         rows = np.flatnonzero(ok) if not ok.all() else slice(None)
         m = int(ok.sum())
         # rows pos..pos+m, as a slice (a view: the fast assignment) unless they wrap around
@@ -96,6 +122,8 @@ class ReplayBuffer:
             self.rewards[idx, j] = rewards[a][rows]
             self.terminated[idx, j] = terminated[a][rows]
             self.alive[idx, j] = 1.0 if alive is None else alive[a][rows]
+            if next_actions is not None:
+                self.next_actions[idx, self.act_slices[a]] = next_actions[a][rows]
         self.pos = int((self.pos + m) % self.capacity)
         self.size = min(self.size + m, self.capacity)
         self.added += m
@@ -116,6 +144,7 @@ class ReplayBuffer:
 
         obs, nxt, act = t(self.obs[idx]), t(self.next_obs[idx]), t(self.actions[idx])
         rew, term, alive = t(self.rewards[idx]), t(self.terminated[idx]), t(self.alive[idx])
+        nact = t(self.next_actions[idx]) if self.has_next_actions else None
         return Batch(
             obs={a: obs[:, s] for a, s in self.obs_slices.items()},
             actions={a: act[:, s] for a, s in self.act_slices.items()},
@@ -123,6 +152,8 @@ class ReplayBuffer:
             next_obs={a: nxt[:, s] for a, s in self.obs_slices.items()},
             terminated={a: term[:, j] for j, a in enumerate(self.agents)},
             alive={a: alive[:, j] for j, a in enumerate(self.agents)},
+            next_actions=None if nact is None else {a: nact[:, s]
+                                                    for a, s in self.act_slices.items()},
         )
 
 
@@ -130,7 +161,7 @@ class ReplayBuffer:
         """A copy of the filled rows, in their physical order (so a resumed run samples the
         same)."""
         n = self.size
-        state: dict[str, np.ndarray | int] = {k: getattr(self, k)[:n].copy() for k in self.FIELDS}
+        state: dict[str, np.ndarray | int] = {k: getattr(self, k)[:n].copy() for k in self.fields}
         state.update(pos=self.pos, size=n, added=self.added, capacity=self.capacity)
         return state
 
@@ -144,7 +175,10 @@ class ReplayBuffer:
             # another capacity: lay the rows out oldest first, so new rows overwrite the oldest
             order = (pos + np.arange(n)) % n if n == int(state["capacity"]) else order
             pos = n % self.capacity
-        for k in self.FIELDS:
+        if self.has_next_actions and self.NEXT not in state and n:
+            raise ValueError("the saved replay memory has no next actions, which this run's "
+                             "critics need (population.opponent_actions: played)")
+        for k in self.fields:
             if k in state:  # "alive" came later: older states mean everyone acted
                 getattr(self, k)[:n] = np.asarray(state[k])[order]
             else:

@@ -69,7 +69,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     agents = play.fitness_agents(cfg.eval.fitness_agents, spec)
     total = play.episode_totals(returns, agents)
     teams = play.playing_teams(cfg, spec)
-    who = "the champions" if teams and "teams" in info else f"member {info.get('id')}"
+    who = ("the champions" if teams and "teams" in info else f"member {info.get('id')}"
+           + (f" (team {info['team']}; {info['others']} play the others)"
+              if "others" in info else ""))
     print(f"{who} of {run_dir} on {cfg.env.name}: {episodes} episodes, seed {args.seed}")
     for a in spec.agents:
         print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")

@@ -159,7 +159,7 @@ def _weights(member: Any, cfg: MutationConfig, rng: np.random.Generator,
              rec: MutationRecord) -> MutationRecord:
     algo = member.algo
     gen = torch.Generator(device=algo.device).manual_seed(int(rng.integers(0, 2**62)))
-    change = mutate_weights(algo.actors, cfg, gen)
+    change = mutate_weights({a: algo.actors[a] for a in algo.learners}, cfg, gen)
     algo.actor_version += 1
     return rec.outcome("weights", "actors", after={a: round(v, 6) for a, v in change.items()},
                        op=f"gaussian std={cfg.weight_noise_std:g} frac={cfg.weight_fraction:g}",

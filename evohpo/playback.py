@@ -30,7 +30,11 @@ def run_config(run_dir: Path) -> C.Config:
 
 def load_member(run_dir: Path, which: str = "best",
                 ) -> tuple[C.Config, EnvSpec, Algorithm, dict[str, Any]]:
-    """The config, env spec, algorithm and record of member ``which`` ('best' or an id)."""
+    """The config, env spec, algorithm and record of member ``which`` ('best' or an id).
+
+    On a game of several teams, a member that trains only its own team
+    (``population.opponent_actions: played``) comes with the run's champions playing the other
+    teams."""
     cfg = run_config(run_dir)
     spec = spec_for(cfg.env)
     ckpts = run_dir / "checkpoints"
@@ -61,6 +65,12 @@ def load_member(run_dir: Path, which: str = "best",
                               f"known: best, {', '.join(str(k) for k in sorted(set(known)))}")
         state, info = found
     algo = restore_algo(cfg, spec, state, "cpu")
+    if which != "best" and algo.learners != spec.agents and best_path.is_file():
+        # a member that trains only its own team has no policy for the others: the run's
+        # champions (best.pt) play them
+        full = restore_algo(cfg, spec, checkpoint.load(best_path)[1]["algo"], "cpu")
+        full.take_agents(algo, algo.learners)
+        algo, info = full, {**info, "others": "the run's champions"}
     return cfg, spec, algo, info
 
 

@@ -60,6 +60,8 @@ def _add_team(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torc
         own = dataclasses.replace(cfg, algo=dataclasses.replace(
             cfg.algo, hidden=start.hidden, **start.hyperparams)) if start.sampled else cfg
         algo = build_algo(own, spec, seed, device)
+        if team is not None and cfg.population.opponent_actions == "played":
+            algo.learners = tuple(spec.teams[team])  # the other teams' next actions as played
         members.append(Member(id=i, parent_id=None, algo=algo, rng=np.random.default_rng(seed),
                               team=team))
         records.append(MutationRecord(0, i, None, "birth", target="hyperparameters",

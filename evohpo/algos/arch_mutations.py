@@ -167,7 +167,7 @@ def mutate_architecture(algo: MATD3, space: ArchSpace, rng: np.random.Generator,
     layer for the activation), other layers, then the fallback operators, then the other networks
     are tried; the record says what was drawn and what it became.
     """
-    agents = list(algo.agents)
+    agents = list(algo.learners)  # the agents it trains
     i_agent = int(rng.integers(len(agents)))
     i_net = int(rng.integers(len(NETWORKS)))
     depth = bool(rng.random() < space.layer_prob)
@@ -209,7 +209,7 @@ def mutate_activation(algo: MATD3, space: ArchSpace, rng: np.random.Generator,
 
     Weights and Adam state are kept; the function changes (no activation swap can preserve it).
     """
-    agents = list(algo.agents)
+    agents = list(algo.learners)  # the agents it trains
     i_agent = int(rng.integers(len(agents)))
     pick = int(rng.integers(0, 2**31))
     for agent in agents[i_agent:] + agents[:i_agent]:

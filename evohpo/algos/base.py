@@ -39,6 +39,9 @@ class Algorithm(Protocol):
 
     spec: EnvSpec
     agents: tuple[str, ...]
+    # the agents it trains (and mutates): every agent, or on a game of several teams with
+    # population.opponent_actions: played, its own team's
+    learners: tuple[str, ...]
     hp: Hyperparams
     device: torch.device
     gen: torch.Generator             # its own random stream (saved with its state)

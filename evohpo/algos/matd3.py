@@ -6,7 +6,7 @@ MATD3: Ackermann et al. 2019, "Reducing Overestimation Bias in Multi-Agent Domai
 Centralized Critics", https://arxiv.org/abs/1910.01465 (TD3's twin critics, delayed policy
 updates and target policy smoothing, per agent).
 
-MADDPG is this class with one critic, no policy delay and no smoothing: see ``ALGOS``. Each
+MADDPG is this class with one critic, no policy delay and no smoothing (``switches.ALGOS``). Each
 agent's critic sees every agent's observation and action; each actor only its own observation.
 Discrete actions train through a straight-through Gumbel-softmax and are stored one-hot.
 """
@@ -25,35 +25,12 @@ import torch.nn.functional as F
 from evohpo.algos import arch_mutations, optim
 from evohpo.algos.base import Actions, Hyperparams
 from evohpo.algos.explore import Part, explore
+from evohpo.algos.switches import Switches
 from evohpo.buffer import Batch
 from evohpo.config import ArchSpace
 from evohpo.envs.registry import EnvSpec
 from evohpo.lineage import MutationRecord
 from evohpo.networks import MLP, polyak_update
-
-
-@dataclass(frozen=True)
-class Switches:
-    """What separates MATD3 from MADDPG, plus the fixed settings of the learner."""
-
-    twin_critics: bool
-    policy_delay: int
-    target_noise: float
-    target_noise_clip: float = 0.25
-    gamma: float = 0.95
-    max_grad_norm: float | None = 0.5
-    gumbel_temperature: float = 1.0
-    noise: str = "gaussian"  # or "ou"
-    ou_theta: float = 0.15
-    ou_dt: float = 0.01
-    action_reg: float = 1e-3  # penalty on pre-squash actor outputs: keeps them out of saturation
-
-
-# the defaults of each algorithm's switches; config keys left null take these
-ALGOS: dict[str, dict[str, Any]] = {
-    "maddpg": {"twin_critics": False, "policy_delay": 1, "target_noise": 0.0},
-    "matd3": {"twin_critics": True, "policy_delay": 2, "target_noise": 0.1},
-}
 
 
 @dataclass
@@ -85,6 +62,8 @@ class MATD3:
         """``arch`` (as :meth:`arch` returns it) gives each agent its own shapes, not ``hidden``."""
         self.spec, self.hp, self.sw = spec, hp, sw
         self.agents = spec.agents
+        # the agents it trains; the others' next actions come from the batch (next_actions)
+        self.learners: tuple[str, ...] = spec.agents
         self.device = torch.device(device)
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(seed)
@@ -204,42 +183,49 @@ class MATD3:
         return hard - y.detach() + y, out  # straight-through: one-hot forward, soft gradient
 
     def td_targets(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """y_i = r_i + gamma * (1 - terminated_i) * min_k Q'_ik(s', a'), a' from the target actors.
+        """y_i = r_i + gamma * (1 - terminated_i) * min_k Q'_ik(s', a') for each learner i; a'
+        from the target actors for the agents it trains, and as played (``batch.next_actions``)
+        for the others.
 
         Only termination stops bootstrapping: a truncated transition (mpe2's time limit) is stored
         with terminated = 0 and its real final observation, so it bootstraps as it must.
         """
+        if batch.next_actions is None and self.learners != self.agents:
+            raise ValueError(f"learning agents {self.learners} of {self.agents} needs the "
+                             "others' next actions (a replay memory that keeps them)")
         with torch.no_grad():
             next_obs_all = torch.cat([batch.next_obs[a] for a in self.agents], dim=1)
             next_act = torch.cat([self._policy_action(a, batch.next_obs[a], self.actor_targets[a],
                                                       smooth=True)
-                                  for a in self.agents], dim=1)
+                                  if a in self.learners or batch.next_actions is None
+                                  else batch.next_actions[a] for a in self.agents], dim=1)
             target_in = torch.cat([next_obs_all, next_act], dim=1)
             out = {}
-            for a in self.agents:
+            for a in self.learners:
                 q_next = torch.stack([t(target_in).squeeze(1)
                                       for t in self.critic_targets[a]]).min(0).values
                 out[a] = batch.rewards[a] + self.sw.gamma * (1.0 - batch.terminated[a]) * q_next
             return out
 
     def learn(self, batch: Batch) -> dict[str, float]:
-        """One gradient step for every agent's critics, and (every policy_delay) its actor.
+        """One gradient step for every learner's critics, and (every policy_delay) its actor.
 
         Each agent's losses touch only its own networks, so the agents' critic losses go through
         one backward pass, and then their actor losses through another (which sees the updated
         critics, as stepping the agents one after the other would); each agent's gradients are
         clipped and stepped on their own.
         """
-        agents = self.agents
+        agents = self.learners
+        idx = [self.agents.index(a) for a in agents]
         inputs = LearnInputs.of(self, batch)
         self.updates += 1
         update_actor = self.updates % self.sw.policy_delay == 0
-        critic_losses = [self.critic_loss(i, inputs) for i in range(len(agents))]
+        critic_losses = [self.critic_loss(i, inputs) for i in idx]
         self._step([self.critic_opts[a] for a in agents], critic_losses)
         metrics = {f"critic_loss/{a}": loss.item()
                    for a, loss in zip(agents, critic_losses, strict=True)}
         if update_actor:
-            actor_losses = [self.actor_loss(i, inputs) for i in range(len(agents))]
+            actor_losses = [self.actor_loss(i, inputs) for i in idx]
             self._step([self.actor_opts[a] for a in agents], actor_losses)
             self.actor_version += 1
             metrics.update({f"actor_loss/{a}": loss.item()
@@ -284,7 +270,7 @@ class MATD3:
         the same objects (weights change in place; a mutation or a load of new shapes makes new
         ones)."""
         nets: list[MLP] = []
-        for a in self.agents:
+        for a in self.learners:  # the others never change
             nets += [self.actors[a], self.actor_targets[a]]
             for c, t in zip(self.critics[a], self.critic_targets[a], strict=True):
                 nets += [c, t]
@@ -338,6 +324,7 @@ class MATD3:
             "actor_opts": {a: o.state_dict() for a, o in self.actor_opts.items()},
             "critic_opts": {a: o.state_dict() for a, o in self.critic_opts.items()},
             "updates": self.updates,
+            "learners": list(self.learners),
             "gen": self.gen.get_state(),
             "ou_state": {a: x.copy() for a, x in self.ou_state.items()},
         }
@@ -363,6 +350,7 @@ class MATD3:
         self.set_hyperparams()  # the optimizers' lr follow hp
         self.actor_version += 1
         self.updates = int(state["updates"])
+        self.learners = tuple(state.get("learners", self.agents))  # older states: all of them
         self.gen.set_state(state["gen"])
         self.ou_state = {a: torch.as_tensor(x).numpy().astype(np.float32)  # arrays or tensors
                          for a, x in state["ou_state"].items()}

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from evohpo.algos.base import Algorithm, Hyperparams
-from evohpo.algos.matd3 import ALGOS, MATD3, Switches
+from evohpo.algos.matd3 import MATD3
+from evohpo.algos.switches import ALGOS, Switches
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, closest

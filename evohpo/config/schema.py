@@ -169,6 +169,12 @@ class PopulationConfig:
         "against past champions drawn from the N kept (every generation's champions join; when "
         "full, a random earlier one leaves), so that no team trains only against the other "
         "team's current members (fictitious self-play)", lo=0)
+    opponent_actions: Literal["played", "learned"] = _f(
+        "played", "teams: the other teams' next actions in a member's critic targets: played "
+        "(what the policies that played each env do at its next observation, kept in the replay "
+        "memory; a member trains only its own team's networks) or learned (each member also "
+        "trains its own model of the other teams, as MADDPG approximates unknown policies, and "
+        "takes their next actions from it)")
 
 
 @dataclass(frozen=True)

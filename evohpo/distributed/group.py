@@ -98,7 +98,7 @@ def new_rows(buf: ReplayBuffer, since: int) -> Rows:
     them)."""
     m = min(buf.added - since, buf.size)
     idx = (buf.pos - m + np.arange(m)) % buf.capacity
-    return {k: getattr(buf, k)[idx] for k in ReplayBuffer.FIELDS}
+    return {k: getattr(buf, k)[idx] for k in buf.fields}
 
 
 def add_rows(buf: ReplayBuffer, rows: Rows) -> int:
@@ -106,7 +106,7 @@ def add_rows(buf: ReplayBuffer, rows: Rows) -> int:
     m = len(rows["rewards"])
     keep = min(m, buf.capacity)
     idx = (buf.pos + np.arange(keep)) % buf.capacity
-    for k in ReplayBuffer.FIELDS:
+    for k in buf.fields:
         getattr(buf, k)[idx] = rows[k][m - keep:]
     buf.pos = int((buf.pos + keep) % buf.capacity)
     buf.size = min(buf.size + keep, buf.capacity)

@@ -51,6 +51,10 @@ class Runtime(ABC):
         self.fitness_agents = fitness_agents
         self.k = cfg.env.num_envs // cfg.population.size  # envs per member slot
         self.teams = playing_teams(cfg, spec)  # None: each member drives every agent
+        # members train their own team only, their critics' targets taking the other teams'
+        # next actions from the replay memory, as played
+        self.next_actions = (self.teams is not None
+                             and cfg.population.opponent_actions == "played")
         self.size = cfg.population.size * len(self.teams or [None])  # members placed
         self.members: list[Member] = []
         self.slots: list[list[int]] | None = None

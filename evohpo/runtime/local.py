@@ -52,9 +52,9 @@ def available_memory() -> int | None:
         return None
 
 
-def check_memory(spec: EnvSpec, capacity: int) -> None:
+def check_memory(spec: EnvSpec, capacity: int, next_actions: bool = False) -> None:
     """Refuse a replay memory that cannot fit: numpy would allocate lazily and fail much later."""
-    need = ReplayBuffer.bytes_for(spec, capacity)
+    need = ReplayBuffer.bytes_for(spec, capacity, next_actions)
     have = available_memory()
     if have is not None and need > 0.9 * have:
         raise ConfigError(f"config key 'buffer.capacity': {capacity:,} transitions need "
@@ -109,8 +109,8 @@ class LocalRuntime(Runtime):
         self.pool: VectorPool = self.make_train_pool()
         # the same backend as training: a batched pool plays the episodes a PettingZoo pool would
         self.eval_pool = eval_pool(cfg, spec, cfg.eval.episodes)
-        check_memory(spec, cfg.buffer.capacity)
-        self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device)
+        check_memory(spec, cfg.buffer.capacity, self.next_actions)
+        self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device, self.next_actions)
         self.actor = PopulationActor(spec)
         # one per team, each acting for its own agents only
         self.team_actors = [PopulationActor(dataclasses.replace(spec, agents=agents))
@@ -149,27 +149,34 @@ class LocalRuntime(Runtime):
         except EnvError as e:
             self.restart_pool(e)  # this step's transitions are lost, never stored as if complete
             return False
+        # what the policies that played each env do next (the other teams' next actions in
+        # the critics' targets): at the real next observation, without exploration noise
+        nxt = self.act(res.next_obs, noise=False)[1] if self.next_actions else None
         self.dropped += self.buffer.add(obs, stored, res.rewards, res.next_obs, res.terminated,
-                                        res.alive)
+                                        res.alive, nxt)
         self.track_episodes(res)
         self.obs = res.obs
         self.count_steps()
         return True
 
-    def act(self, obs: dict[str, np.ndarray]
+    def act(self, obs: dict[str, np.ndarray], noise: bool = True
             ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Each member acts, with exploration, on its own slice of the pool (all in one pass).
-        On a game of several teams, each slot's member of each team acts for that team."""
+        """Each member acts, with exploration (unless not ``noise``), on its own slice of the
+        pool (all in one pass). On a game of several teams, each slot's member of each team acts
+        for that team."""
+        def rngs(playing: list[Member]) -> list[np.random.Generator | None]:
+            return [m.rng if noise else None for m in playing]
+
         if self.slots is None:
-            env_act, stored = self.actor.act([m.algo for m in self.members],
-                                             [m.rng for m in self.members], obs, self.done)
+            env_act, stored = self.actor.act([m.algo for m in self.members], rngs(self.members),
+                                             obs, self.done)
         else:
             env_act, stored = {}, {}
             for t, actor in enumerate(self.team_actors):
                 playing = [self.members[slot[t]] for slot in self.slots]
-                e, s = (actor.act([m.algo for m in playing], [m.rng for m in playing], obs,
-                                  self.done)
-                        if self.opponents is None else self.act_with_past(t, actor, playing, obs))
+                e, s = (actor.act([m.algo for m in playing], rngs(playing), obs, self.done)
+                        if self.opponents is None
+                        else self.act_with_past(t, actor, playing, obs, noise))
                 env_act.update(e)
                 stored.update(s)
         for a in self.spec.agents:  # a policy gone NaN must not drive the envs into NaN states
@@ -180,7 +187,7 @@ class LocalRuntime(Runtime):
         return env_act, stored
 
     def act_with_past(self, t: int, actor: PopulationActor, playing: list[Member],
-                      obs: dict[str, np.ndarray]) -> Actions:
+                      obs: dict[str, np.ndarray], noise: bool = True) -> Actions:
         """Team ``t``'s actions when past champions play the second half of some slots: there
         the past champion acts, without exploration; elsewhere the slot's member (one part over
         the whole slot where it plays every env, so that its OU noise keeps one state)."""
@@ -191,12 +198,13 @@ class LocalRuntime(Runtime):
         for j, (m, (live, past)) in enumerate(zip(playing, self.opponents, strict=True)):
             rows, first, second = (slice(j * k, (j + 1) * k), slice(j * k, j * k + h),
                                    slice(j * k + h, (j + 1) * k))
+            rng = m.rng if noise else None
             if live == t:
                 algos += [m.algo, m.algo]
-                parts.append(Part(m.algo, m.rng, rows, self.done[rows]))
+                parts.append(Part(m.algo, rng, rows, self.done[rows]))
             else:
                 algos += [m.algo, past]
-                parts += [Part(m.algo, m.rng, first, self.done[first]),
+                parts += [Part(m.algo, rng, first, self.done[first]),
                           Part(past, None, second, None)]
         return explore(actor.spec, actor.outputs(algos, obs, h), parts)
 

@@ -1,0 +1,30 @@
+"""What separates MATD3 from MADDPG: the learner's switches, and each algorithm's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Switches:
+    """What separates MATD3 from MADDPG, plus the fixed settings of the learner."""
+
+    twin_critics: bool
+    policy_delay: int
+    target_noise: float
+    target_noise_clip: float = 0.25
+    gamma: float = 0.95
+    max_grad_norm: float | None = 0.5
+    gumbel_temperature: float = 1.0
+    noise: str = "gaussian"  # or "ou"
+    ou_theta: float = 0.15
+    ou_dt: float = 0.01
+    action_reg: float = 1e-3  # penalty on pre-squash actor outputs: keeps them out of saturation
+
+
+# the defaults of each algorithm's switches; config keys left null take these
+ALGOS: dict[str, dict[str, Any]] = {
+    "maddpg": {"twin_critics": False, "policy_delay": 1, "target_noise": 0.0},
+    "matd3": {"twin_critics": True, "policy_delay": 2, "target_noise": 0.1},
+}
