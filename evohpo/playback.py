@@ -65,9 +65,13 @@ def load_member(run_dir: Path, which: str = "best",
                               f"known: best, {', '.join(str(k) for k in sorted(set(known)))}")
         state, info = found
     algo = restore_algo(cfg, spec, state, "cpu")
-    if which != "best" and algo.learners != spec.agents and best_path.is_file():
+    if which != "best" and algo.learners != spec.agents:
         # a member that trains only its own team has no policy for the others: the run's
         # champions (best.pt) play them
+        if not best_path.is_file():
+            raise ConfigError(f"--member {which}: it plays only team {info.get('team')!r}, and "
+                              f"{str(best_path)!r}, whose champions would play the others, "
+                              "does not exist yet")
         full = restore_algo(cfg, spec, checkpoint.load(best_path)[1]["algo"], "cpu")
         full.take_agents(algo, algo.learners)
         algo, info = full, {**info, "others": "the run's champions"}

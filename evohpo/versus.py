@@ -9,8 +9,10 @@ sum rewards a prey that gets caught). Here each team evolves its own members ins
   member ``i`` with a rotation of the other teams' members (:func:`evohpo.league.training_pairs`)
   that moves on every window, so each member meets every opponent over ``n`` windows. Every
   transition goes into the one replay memory, and every member learns from all of it. A member
-  is a whole MADDPG/MATD3 learner: its centralised critics need the other team's next actions,
-  so it keeps its own model of the other team, trained like the rest on the shared memory, and
+  learns its own team's actors and centralised critics; the critics' targets take the other
+  team's next actions from the memory, where each step stores what the opponents played at the
+  next observation (``population.opponent_actions: played``). With ``learned`` a member is a
+  whole MADDPG/MATD3 learner that keeps its own model of the other team instead; either way
   only its own team's actors ever play.
 - **Fitness.** Each window, members of different teams play matches (round robin, or
   ``eval.opponents`` sampled opponents each) on the same ``eval.episodes`` episodes. A member's

@@ -17,6 +17,7 @@ from evohpo.algos.base import Hyperparams
 from evohpo.buffer import Batch, ReplayBuffer
 from evohpo.distributed.group import add_rows, new_rows
 from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.errors import ConfigError
 from evohpo.lineage import MutationRecord
 from evohpo.playback import load_member
 from evohpo.trainer import Trainer
@@ -222,3 +223,12 @@ def test_a_member_plays_beside_the_runs_champions(tmp_path: Path) -> None:
     for a in TEAMS["adversaries"]:
         theirs = champs.actors[a].state_dict()
         assert all(torch.equal(v, theirs[k]) for k, v in algo.actors[a].state_dict().items())
+
+
+def test_a_member_without_champions_to_play_the_others_is_refused(tmp_path: Path) -> None:
+    api.train(tag_cfg(), run_dir=tmp_path, quiet=True)
+    (tmp_path / "checkpoints" / "best.pt").unlink()
+    meta, _ = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
+    mid = next(m["id"] for m in meta["members"] if m["team"] == "good")
+    with pytest.raises(ConfigError, match=r"plays only team 'good'.*does not exist yet"):
+        load_member(tmp_path, str(mid))
