@@ -238,9 +238,15 @@ def test_ctrl_c_in_parent_closes_pool_instead_of_desyncing() -> None:
     acts = random_actions(spec, 4, np.random.default_rng(0))
     pool.step(acts)
     pool.step(acts)
-    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        pool.step(acts)  # step 3 hangs in worker 1
+    # a process started in the background by a shell without job control ignores SIGINT:
+    # Ctrl-C is what this test is about, so it gets Python's own handler back
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            pool.step(acts)  # step 3 hangs in worker 1
+    finally:
+        signal.signal(signal.SIGINT, before)
     with pytest.raises(EnvError, match="KeyboardInterrupt while waiting for step"):
         pool.reset(0)
     assert_closed(pool, spec)
