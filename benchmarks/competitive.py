@@ -24,7 +24,9 @@ episodes per pairing (seed 10**6 + run seed):
    do ``learned`` (``population.opponent_actions: learned``: each member also learns its own
    model of the other team, for its critics' targets), ``past``
    (``population.past_opponents: 8``) and ``pbt`` (each team evolved by
-   ``evolution.strategy: truncation`` instead of the presets' tournament).
+   ``evolution.strategy: truncation`` instead of the presets' tournament) and ``scripted``
+   (``population.scripted_opponents: 1``: in half of each slot's envs one team's member plays
+   the scripted heuristic; it also meets the joint run).
 Finished runs are kept and skipped when run again.
 """
 
@@ -56,10 +58,12 @@ MODES: dict[str, dict[str, Any]] = {
     # teams whose members also learn their own model of the other team (the critics' targets
     # take its next actions instead of the ones played)
     "learned": {"population.teams": "auto", "population.opponent_actions": "learned"},
+    # teams, in half of each slot's envs one team's member plays the scripted heuristic
+    "scripted": {"population.teams": "auto", "population.scripted_opponents": 1.0},
 }
-TEAM_MODES = ("teams", "elo", "past", "pbt", "learned")  # runs with a population per team
+TEAM_MODES = ("teams", "elo", "past", "pbt", "learned", "scripted")  # a population per team
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
-         ("teams", "learned"))  # head to head
+         ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"))  # head to head
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -201,8 +205,9 @@ def main() -> None:
                     help="comma-separated: teams (as shipped), joint (the all-agent sum), elo "
                          "(teams rated by Elo), past (teams with population.past_opponents: "
                          "8), pbt (teams evolved by truncation), learned (teams with "
-                         "population.opponent_actions: learned); head to head: teams vs joint "
-                         "and learned, elo, past and pbt vs teams")
+                         "population.opponent_actions: learned), scripted (teams with "
+                         "population.scripted_opponents: 1); head to head: teams and scripted "
+                         "vs joint, and learned, elo, past, pbt and scripted vs teams")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -247,7 +252,8 @@ def main() -> None:
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
                       f"{r['diff']:+.2f} [{r['diff'] - r['diff_half']:+.2f}, "
                       f"{r['diff'] + r['diff_half']:+.2f}] | {r['beats']} |")
-        for alt in (m for m in ("past", "pbt", "learned") if m in refs and "teams" in refs):
+        for alt in (m for m in ("past", "pbt", "learned", "scripted")
+                    if m in refs and "teams" in refs):
             # the same opponents and episodes: paired
             print(f"\n| team | reference | per seed: {alt} champion minus teams champion | "
                   "mean [95% CI] |\n|---|---|---|---|")

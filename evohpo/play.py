@@ -80,11 +80,12 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
     drive every agent."""
     teams: dict[str, tuple[str, ...]] = getattr(spec, "teams", None) or {}
     if cfg.population.teams == "joint" or len(teams) < 2:
-        if cfg.population.past_opponents:
-            raise ConfigError(f"config key 'population.past_opponents': "
-                              f"{cfg.population.past_opponents} needs a game of several teams "
-                              f"and population.teams: auto; {spec.name} plays as one team "
-                              "here; set it to 0")
+        for key in ("past_opponents", "scripted_opponents"):
+            value = getattr(cfg.population, key)
+            if value:
+                raise ConfigError(f"config key 'population.{key}': {value} needs a game of "
+                                  "several teams and population.teams: auto; "
+                                  f"{spec.name} plays as one team here; set it to 0")
         return None
     return [(name, tuple(agents)) for name, agents in teams.items()]
 

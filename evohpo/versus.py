@@ -40,12 +40,18 @@ from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config, EvolutionConfig, MutationConfig
 from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
+from evohpo.errors import ConfigError
 from evohpo.evolution import MutationRecord, Offspring, next_generation
 from evohpo.play import Lineup, Policy, Score, Teams, episode_returns, episode_totals, eval_pool
 from evohpo.population import Member
+from evohpo.references import Scripted, heuristic_policy
+from evohpo.runtime import Opponent
 from evohpo.runtime.local import nonfinite_weights
 
 REFERENCES = ("random", "heuristic", "first")
+# a slot's opponent in the second half of its envs, as drawn (otherwise: a kept champion's index)
+SCRIPTED = -1  # the env's scripted heuristic (population.scripted_opponents)
+LIVE = -2      # the current members, as in the first half
 
 
 def champions(members: list[Member], fitness: list[float], teams: Teams) -> list[int]:
@@ -77,6 +83,16 @@ class League:
         # every team's agents played by that generation's champion) and their generations
         self.archive: list[Algorithm] = []
         self.archive_gens: list[int] = []
+        # population.scripted_opponents: the env's heuristic as a training opponent
+        self.scripted: Scripted | None = None
+        if cfg.population.scripted_opponents:
+            try:
+                self.scripted = heuristic_policy(spec, cfg.env.name, cfg.env.kwargs)
+            except ConfigError as e:
+                why = str(e).removesuffix("; use 'random'")
+                raise ConfigError(f"config key 'population.scripted_opponents': "
+                                  f"{cfg.population.scripted_opponents} plays the env's scripted "
+                                  f"heuristic, but {why}; set it to 0") from None
 
     # ----------------------------------------------------------------------------- training
     def slots(self, generation: int) -> list[list[int]]:
@@ -86,20 +102,44 @@ class League:
         return [[t * self.n + p[t] for t in range(len(self.teams))] for p in pairs]
 
     def draws(self, generation: int) -> list[tuple[int, int]]:
-        """``population.past_opponents`` in window ``generation``: for each slot, the team whose
-        member plays all of the slot's envs, and the index of the kept champions who play the
-        other teams in the second half of them, drawn uniformly from the seed and the
-        generation. Empty: off, or nothing kept yet (the first window)."""
-        if not self.archive:
+        """Who plays the other teams in the second half of each slot's envs in window
+        ``generation``: for each slot, the team whose member plays all of the slot's envs and
+        the opponent there: the index of kept champions (``population.past_opponents``, drawn
+        uniformly), :data:`SCRIPTED` (the heuristic, with chance
+        ``population.scripted_opponents``) or :data:`LIVE` (the current members), all drawn
+        from the seed and the generation. Empty: every env plays the current members."""
+        p = self.cfg.population.scripted_opponents
+        if not self.archive and not p:
             return []
         rng = np.random.default_rng([self.cfg.seed, 17, generation])
-        return [((j + generation) % len(self.teams), int(rng.integers(len(self.archive))))
-                for j in range(self.n)]
+        picks = [int(rng.integers(len(self.archive))) if self.archive else LIVE
+                 for _ in range(self.n)]
+        if p:  # a stream of its own: the past champions' draws stay what they were without it
+            scripted = np.random.default_rng([self.cfg.seed, 19, generation]).random(self.n) < p
+            picks = [SCRIPTED if s else e for s, e in zip(scripted, picks, strict=True)]
+        if all(e == LIVE for e in picks):
+            return []
+        return [((j + generation) % len(self.teams), e) for j, e in enumerate(picks)]
 
-    def opponents(self, generation: int) -> list[tuple[int, Algorithm]] | None:
-        """Each slot's draw with its past champions; None: every env plays the current
-        members."""
-        return [(u, self.archive[e]) for u, e in self.draws(generation)] or None
+    def opponents(self, generation: int) -> list[tuple[int, Opponent]] | None:
+        """Each slot's draw with its opponents (past champions, the scripted policy, or None
+        for the current members); None: every env plays the current members."""
+        return [(u, self.opponent(e)) for u, e in self.draws(generation)] or None
+
+    def opponent(self, e: int) -> Opponent:
+        if e == LIVE:
+            return None
+        if e == SCRIPTED:
+            assert self.scripted is not None
+            return self.scripted
+        return self.archive[e]
+
+    def drawn(self, generation: int) -> list[list[Any]]:
+        """This window's draws as league.jsonl records them: [team, generation kept, or
+        'heuristic', or None for the current members]."""
+        names = {SCRIPTED: "heuristic", LIVE: None}
+        return [[u, names[e] if e in names else self.archive_gens[e]]
+                for u, e in self.draws(generation)]
 
     def remember(self, members: list[Member], fitness: list[float], generation: int) -> None:
         """Keep this generation's champions as a past opponent; when ``past_opponents`` are
@@ -261,8 +301,9 @@ class League:
         if self.cfg.eval.team_fitness == "elo":
             m.update({f"member/{mem.id}/rating": mem.rating for mem in members})
         m.update(self.references(members, fitness))
-        past = ({"past_opponents": [[u, self.archive_gens[e]] for u, e in self.draws(generation)]}
-                if self.cfg.population.past_opponents else {})  # drawn before remember() below
+        pop = self.cfg.population
+        past = ({"past_opponents": self.drawn(generation)}
+                if pop.past_opponents or pop.scripted_opponents else {})  # before remember()
         log.league({"generation": generation, **self.last, **past})
         self.remember(members, fitness, generation)
         return m

@@ -328,12 +328,14 @@ def validate(cfg: Config) -> None:
         raise ConfigError(
             f"config key 'device': {dev!r} is not one of 'auto', 'cpu', 'cuda', 'cuda:N'")
     d = cfg.distributed
-    past = cfg.population.past_opponents
-    if past and (cfg.env.num_envs // pop) % 2:
-        raise ConfigError(f"config key 'population.past_opponents': {past} plays past champions "
-                          "in half of each member's envs, so env.num_envs / population.size "
-                          f"({cfg.env.num_envs} / {pop}) must be even; e.g. env.num_envs: "
-                          f"{2 * cfg.env.num_envs}")
+    for key, value, what in (("past_opponents", cfg.population.past_opponents, "past champions"),
+                             ("scripted_opponents", cfg.population.scripted_opponents,
+                              "the scripted heuristic")):
+        if value and (cfg.env.num_envs // pop) % 2:
+            raise ConfigError(f"config key 'population.{key}': {value} plays {what} in half of "
+                              "each member's envs, so env.num_envs / population.size "
+                              f"({cfg.env.num_envs} / {pop}) must be even; e.g. env.num_envs: "
+                              f"{2 * cfg.env.num_envs}")
     if d.num_actors and (d.num_actors > pop or pop % d.num_actors):
         ok = [n for n in range(1, pop + 1) if pop % n == 0]
         raise ConfigError(f"config key 'distributed.num_actors': {d.num_actors} must divide "

@@ -169,6 +169,12 @@ class PopulationConfig:
         "against past champions drawn from the N kept (every generation's champions join; when "
         "full, a random earlier one leaves), so that no team trains only against the other "
         "team's current members (fictitious self-play)", lo=0)
+    scripted_opponents: float = _f(
+        0.0, "teams: the chance, per slot and window, that the half of the slot's envs where one "
+        "team's member meets opponents other than the current members (see past_opponents) is "
+        "played against the env's scripted heuristic (evohpo/references.py) instead; 0: off. "
+        "Without past_opponents the slots that do not draw it play the current members "
+        "throughout", lo=0.0, hi=1.0)
     opponent_actions: Literal["played", "learned"] = _f(
         "played", "teams: the other teams' next actions in a member's critic targets: played "
         "(what the policies that played each env do at its next observation, kept in the replay "

@@ -32,7 +32,13 @@ from evohpo import config as C
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.checkpoint import map_tree, rng_from
 from evohpo.distributed import ActorLost, connect, require_ray, resolve_resources
-from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state, to_cpu
+from evohpo.distributed.group import (
+    MemberGroup,
+    generator_fits,
+    group_config,
+    member_state,
+    opponent_state,
+)
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolution import MutationRecord
@@ -350,13 +356,13 @@ class RayRuntime(Runtime):
         self.timing["recover"] += time.perf_counter() - t0
 
     def sync_opponents(self, only: Sequence[int] | None = None) -> None:
-        """Send each actor its slots' past champions when they were placed anew (a new window),
+        """Send each actor its slots' opponents when they were placed anew (a new window),
         or to ``only`` these actors (recreated ones)."""
         ops, m = self.opponents, self.per_actor
         if ops is not self.sent_opponents or only is not None:
             self.sent_opponents = ops
             self.call_all("set_opponents", lambda g: (None if ops is None else [
-                (u, to_cpu(a.state_dict())) for u, a in ops[g * m:(g + 1) * m]],), only=only)
+                (u, opponent_state(a)) for u, a in ops[g * m:(g + 1) * m]],), only=only)
 
     def sync_members_of(self, g: int) -> None:
         held = self.held(g)

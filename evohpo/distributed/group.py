@@ -28,6 +28,8 @@ from evohpo.envs import spec_for
 from evohpo.loggers import Logger
 from evohpo.play import Score, fitness_agents
 from evohpo.population import Member, member_from, member_meta
+from evohpo.references import Scripted, heuristic_policy
+from evohpo.runtime import Opponent
 from evohpo.runtime.local import LocalRuntime
 
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
@@ -87,6 +89,26 @@ def generator_state(state: torch.Tensor, device: torch.device) -> torch.Tensor:
     return torch.Generator(device=device).manual_seed(seed).get_state()
 
 
+def opponent_state(opponent: Opponent) -> Any:
+    """What an actor needs to rebuild a slot's opponent: a past champion's state on the CPU,
+    ``"heuristic"`` for the scripted policy (each actor builds its own), or None."""
+    if opponent is None:
+        return None
+    if isinstance(opponent, Scripted):
+        return "heuristic"
+    return to_cpu(opponent.state_dict())
+
+
+def restore_opponent(t: LocalRuntime, st: Any) -> Opponent:
+    """The opponent :func:`opponent_state` describes, on ``t``'s device."""
+    if st is None:
+        return None
+    if st == "heuristic":
+        return heuristic_policy(t.spec, t.cfg.env.name, t.cfg.env.kwargs)
+    return restore_algo(t.cfg, t.spec, {**st, "gen": generator_state(st["gen"], t.device)},
+                        t.device)
+
+
 def member_state(m: Member) -> dict[str, Any]:
     """What an actor and the driver exchange about a member: its record and its algorithm's
     state."""
@@ -143,13 +165,12 @@ class MemberGroup:
         t.place(members, [[k * n + i for k in range(len(t.teams))] for i in range(n)]
                 if t.teams else None, t.opponents)
 
-    def set_opponents(self, opponents: list[tuple[int, dict[str, Any]]] | None) -> None:
-        """Each slot's team that plays all of its envs and the past champions' state that play
-        the others in the second half (``population.past_opponents``); None: none."""
+    def set_opponents(self, opponents: list[tuple[int, Any]] | None) -> None:
+        """Each slot's team that plays all of its envs and who plays the others in the second
+        half, as :func:`opponent_state` sent it; None: the current members everywhere."""
         t = self.t
         t.opponents = None if opponents is None else [
-            (u, restore_algo(t.cfg, t.spec, {**st, "gen": generator_state(st["gen"], t.device)},
-                             t.device)) for u, st in opponents]
+            (u, restore_opponent(t, st)) for u, st in opponents]
 
     # ------------------------------------------------------------------ envs and loop state
     def reset(self, seed: int | None) -> dict[str, np.ndarray]:

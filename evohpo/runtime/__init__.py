@@ -27,6 +27,10 @@ from evohpo.envs.registry import EnvSpec
 from evohpo.loggers import Logger
 from evohpo.play import Score, playing_teams
 from evohpo.population import Member
+from evohpo.references import Scripted
+
+# who plays the other teams in the second half of a slot's envs (see Runtime.place)
+Opponent = Algorithm | Scripted | None
 
 
 @dataclass
@@ -58,7 +62,7 @@ class Runtime(ABC):
         self.size = cfg.population.size * len(self.teams or [None])  # members placed
         self.members: list[Member] = []
         self.slots: list[list[int]] | None = None
-        self.opponents: list[tuple[int, Algorithm]] | None = None
+        self.opponents: list[tuple[int, Opponent]] | None = None
         self.obs: dict[str, np.ndarray] | None = None
         self.done = np.zeros(cfg.env.num_envs, bool)
         self.ep_return = np.zeros(cfg.env.num_envs)
@@ -72,13 +76,15 @@ class Runtime(ABC):
         """Before the first window: a new run resets its envs; a restored one has them back."""
 
     def place(self, members: list[Member], slots: list[list[int]] | None = None,
-              opponents: list[tuple[int, Algorithm]] | None = None) -> None:
+              opponents: list[tuple[int, Opponent]] | None = None) -> None:
         """Put the population's members into the slots, in order (slot j drives envs j*k ..).
 
         On a game of several teams, ``slots[j][t]`` is the member playing team ``t``'s agents
         in slot j (each member in one slot). ``opponents[j] = (u, past)``: in the second half of
-        slot j's envs, every team but ``u`` is played by the past champions ``past``, without
-        exploration (``population.past_opponents``)."""
+        slot j's envs, every team but ``u`` is played by ``past`` without exploration: past
+        champions (``population.past_opponents``), the scripted heuristic
+        (``population.scripted_opponents``), or, where None, the slot's members as in the first
+        half."""
         self.members, self.slots, self.opponents = list(members), slots, opponents
 
     @abstractmethod

@@ -34,6 +34,7 @@ from evohpo.errors import ConfigError, EnvError
 from evohpo.loggers import Logger
 from evohpo.play import Score, eval_pool, score
 from evohpo.population import Member
+from evohpo.references import Scripted
 from evohpo.runtime import Runtime
 
 
@@ -188,25 +189,36 @@ class LocalRuntime(Runtime):
 
     def act_with_past(self, t: int, actor: PopulationActor, playing: list[Member],
                       obs: dict[str, np.ndarray], noise: bool = True) -> Actions:
-        """Team ``t``'s actions when past champions play the second half of some slots: there
-        the past champion acts, without exploration; elsewhere the slot's member (one part over
-        the whole slot where it plays every env, so that its OU noise keeps one state)."""
+        """Team ``t``'s actions when opponents other than the current members play the second
+        half of some slots (``Runtime.place``): there the past champion or the scripted policy
+        acts, without exploration; elsewhere the slot's member (one part over the whole slot
+        where it plays every env, so that its OU noise keeps one state)."""
         assert self.opponents is not None
         k, h = self.k, self.k // 2
         algos: list[Algorithm] = []
         parts: list[Part] = []
+        scripted: list[tuple[Scripted, slice]] = []
         for j, (m, (live, past)) in enumerate(zip(playing, self.opponents, strict=True)):
             rows, first, second = (slice(j * k, (j + 1) * k), slice(j * k, j * k + h),
                                    slice(j * k + h, (j + 1) * k))
             rng = m.rng if noise else None
-            if live == t:
+            if live == t or past is None:
                 algos += [m.algo, m.algo]
                 parts.append(Part(m.algo, rng, rows, self.done[rows]))
+            elif isinstance(past, Scripted):  # its rows are overwritten below
+                algos += [m.algo, m.algo]
+                parts.append(Part(m.algo, rng, first, self.done[first]))
+                scripted.append((past, second))
             else:
                 algos += [m.algo, past]
                 parts += [Part(m.algo, rng, first, self.done[first]),
                           Part(past, None, second, None)]
-        return explore(actor.spec, actor.outputs(algos, obs, h), parts)
+        env_act, stored = explore(actor.spec, actor.outputs(algos, obs, h), parts)
+        for policy, rows in scripted:
+            e, st = policy.act({a: o[rows] for a, o in obs.items()})
+            for a in actor.spec.agents:
+                env_act[a][rows], stored[a][rows] = e[a], st[a]
+        return env_act, stored
 
     def learn(self) -> None:
         """Every member learns once per ``learn_step`` of its own env steps, from the shared
