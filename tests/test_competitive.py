@@ -130,11 +130,14 @@ def test_elo_fitness_is_the_rating(tmp_path: Path) -> None:
 
 
 PAST = {"env": {"num_envs": 4}, "population": {"past_opponents": 2}}
+# past champions and the scripted heuristic as training opponents, and slots with neither
+MIXED = {"env": {"num_envs": 4}, "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
+SCRIPTED = {"env": {"num_envs": 4}, "population": {"scripted_opponents": 1.0}}
 
 
 @pytest.mark.parametrize(("first", "over"), [
     (64, {}), (80, {}),  # at a window end, and mid-window
-    (80, PAST)])  # with past champions as training opponents
+    (80, MIXED)])  # with past champions and the heuristic as training opponents
 def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, Any]) -> None:
     base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
     (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**over))))
@@ -263,3 +266,77 @@ def test_past_opponents_config_errors(over: dict[str, Any], says: str) -> None:
     with pytest.raises(ConfigError) as ei:
         Trainer(tag_cfg(**over)).close()
     assert "population.past_opponents" in str(ei.value) and says in str(ei.value)
+
+
+def test_scripted_heuristic_plays_the_second_half_of_each_slot() -> None:
+    from evohpo.references import Scripted, heuristic_policy
+
+    t = Trainer(tag_cfg(**SCRIPTED))
+    league, rt = t.league, t.runtime
+    assert league is not None
+    heuristic = heuristic_policy(t.spec, "simple_tag", t.cfg.env.kwargs)
+    for m in t.members:
+        m.algo.set_hyperparams(expl_noise=0.0)
+    for generation in (0, 1):  # from the first window: it needs nothing kept
+        opponents = league.opponents(generation)
+        assert opponents is not None and [u for u, _ in opponents] == [
+            (j + generation) % 2 for j in range(2)]
+        assert all(isinstance(p, Scripted) for _, p in opponents)
+        slots = league.slots(generation)
+        rt.start()
+        rt.place(t.members, slots, opponents)
+        obs = rt.obs
+        assert obs is not None
+        k = rt.k
+        for noise in (True, False):  # exploring, and the noise-free pass for next actions
+            env_act, stored = rt.act(obs, noise=noise)
+            for j, (live, _) in enumerate(opponents):
+                for team, (_, agents) in enumerate(league.teams):
+                    member = t.members[slots[j][team]].algo
+                    for half in (slice(j * k, j * k + k // 2), slice(j * k + k // 2, (j + 1) * k)):
+                        second = half.start > j * k
+                        rows = {a: obs[a][half] for a in t.spec.agents}
+                        want, keep = (heuristic.act(rows) if second and team != live
+                                      else member.act(rows, None))
+                        for a in agents:
+                            np.testing.assert_allclose(env_act[a][half], want[a], rtol=1e-5)
+                            np.testing.assert_allclose(stored[a][half], keep[a], rtol=1e-5)
+    t.close()
+
+
+def test_scripted_opponents_drawn_at_their_rate_reproducibly() -> None:
+    t = Trainer(tag_cfg(**{**MIXED, "population": {"past_opponents": 2,
+                                                   "scripted_opponents": 0.25}}))
+    league = t.league
+    assert league is not None
+    drawn = [league.draws(g) for g in range(400)]
+    assert drawn == [league.draws(g) for g in range(400)]
+    picks = [e for d in drawn for _, e in d] + [versus.LIVE] * 2 * sum(not d for d in drawn)
+    share = np.mean([e == versus.SCRIPTED for e in picks])
+    assert len(picks) == 800 and abs(share - 0.25) < 0.05  # 4 standard errors
+    assert set(picks) == {versus.SCRIPTED, versus.LIVE}  # nothing kept: the others play live
+    none = [g for g, d in enumerate(drawn) if not d]
+    assert none and all(league.opponents(g) is None for g in none)
+    # past champions kept: they play where the heuristic was not drawn, drawn as without it
+    past = Trainer(tag_cfg(**PAST))
+    assert past.league is not None
+    for lg in (league, past.league):
+        lg.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
+        lg.remember(t.members, [4.0, 3.0, 2.0, 1.0], generation=1)
+    for g in range(2, 40):
+        for (u, e), (v, f) in zip(league.draws(g), past.league.draws(g), strict=True):
+            assert u == v and e in (versus.SCRIPTED, f)
+    t.close()
+    past.close()
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({"population": {"scripted_opponents": 1.0}}, "must be even"),
+    ({**SCRIPTED, "population": {"scripted_opponents": 1.0, "teams": "joint"}}, "several teams"),
+    ({**SCRIPTED, "env": {"name": "simple_world_comm", "num_envs": 4}}, "simple_world_comm"),
+    ({**SCRIPTED, "population": {"scripted_opponents": 1.5}}, "1.5"),
+])
+def test_scripted_opponents_config_errors(over: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        Trainer(tag_cfg(**over)).close()
+    assert "population.scripted_opponents" in str(ei.value) and says in str(ei.value)

@@ -86,13 +86,14 @@ def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
                                                  past: bool) -> None:
     # two actors: each holds one slot, i.e. one member of each team, which move between the
     # actors as the pairing rotates every window; nobody learns, so the runs must agree exactly.
-    # past: half of each slot's envs play champions of earlier generations, sent to the actors
-    from tests.test_competitive import PAST, TAG
+    # past: half of each slot's envs play champions of earlier generations, sent to the actors,
+    # or the scripted heuristic, which each actor builds for itself
+    from tests.test_competitive import MIXED, TAG
 
     cfg = C.load([TINY, TAG, {"steps": 96, "distributed": {"backend": "ray",
                                                            "num_actors": actors}},
                   {"evolution": {"learning_delay": 10_000}} if actors == 2 else {},
-                  {**PAST, "steps": 192} if past else {}])
+                  {**MIXED, "steps": 192} if past else {}])
     _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
     summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
     assert summary["actors"] == actors and "team/good/best_fitness" in m_ray[-1]
