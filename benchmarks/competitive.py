@@ -70,16 +70,30 @@ def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
     return out / f"{env}-{mode}-s{seed}"
 
 
+def windows_of(cfg: Any, steps: int) -> int:
+    """Generations in a run of ``steps`` env steps."""
+    return max(1, math.ceil(steps / (cfg.evolution.evo_steps * cfg.population.size)))
+
+
+def marks_of(cfg: Any, steps: int) -> dict[int, float]:
+    """The generations whose champions a run of ``steps`` env steps keeps: {generation: f}."""
+    return {round(f * (windows_of(cfg, steps) - 1)): f for f in MARKS}
+
+
 def train(env: str, mode: str, seed: int, steps: int, out: Path,
-          extra: dict[str, Any]) -> dict[str, Any]:
+          extra: dict[str, Any], extend: Path | None = None) -> dict[str, Any]:
+    """One run; with ``extend``, the same run of fewer steps there is copied and resumed up to
+    ``steps`` (a run resumes exactly, so this is the run of ``steps`` from the start), keeping
+    the champions it already holds of this run's marks."""
     from evohpo import api
+    from evohpo.playback import run_config
 
     d = run_dir(out, env, mode, seed)
     overrides = {"env.pool": "sync", **MODES[mode], **extra}
-    cfg = api.resolve(algo="matd3", env=env, steps=steps, seed=seed,
-                             overrides=overrides)[0]
-    windows = max(1, math.ceil(steps / (cfg.evolution.evo_steps * cfg.population.size)))
-    marks = {round(f * (windows - 1)): f for f in MARKS}
+    src = None if extend is None else run_dir(extend, env, mode, seed)
+    cfg = (api.resolve(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides)[0]
+           if src is None else run_config(src))  # extended: the run's own config
+    marks = marks_of(cfg, steps)
     keep = d / "champions"
 
     def snapshot(info: Any) -> None:
@@ -88,11 +102,30 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
             shutil.copy(d / "checkpoints" / "best.pt",
                         keep / f"at{int(100 * marks[info.generation])}.pt")
 
+    callbacks = [snapshot] if mode != "joint" else []
     t0 = time.perf_counter()
-    api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
-                 run_dir=d, overwrite=True, callbacks=[snapshot] if mode != "joint" else [])
+    if src is None:
+        api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
+                  run_dir=d, overwrite=True, callbacks=callbacks)
+    else:
+        shorter = cfg.steps
+        if d.exists():
+            shutil.rmtree(d)
+        shutil.copytree(src, d, ignore=shutil.ignore_patterns("champions"))
+        # the champions it kept, and its last generation's, that are also ours
+        have = {g: src / "champions" / f"at{int(100 * f)}.pt"
+                for g, f in marks_of(cfg, shorter).items()}
+        have[windows_of(cfg, shorter) - 1] = src / "checkpoints" / "best.pt"
+        for g, path in have.items():
+            if g in marks and path.exists():
+                keep.mkdir(exist_ok=True)
+                shutil.copy(path, keep / f"at{int(100 * marks[g])}.pt")
+        lost = [g for g in marks if g <= windows_of(cfg, shorter) - 1 and g not in have]
+        if lost:
+            print(f"{d.name}: {src} kept no champions of generations {lost}", flush=True)
+        api.resume(d, steps=steps, callbacks=callbacks)
     return {"env": env, "mode": mode, "seed": seed, "steps": steps,
-            "wall_s": time.perf_counter() - t0}
+            "wall_s": time.perf_counter() - t0, **({"extended": str(extend)} if extend else {})}
 
 
 def load(path: Path, d: Path) -> Any:
@@ -213,6 +246,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for every run (repeatable)")
     ap.add_argument("--out", default="runs/competitive")
+    ap.add_argument("--extend", metavar="DIR",
+                    help="a --out of shorter runs: each run is that run copied and resumed up "
+                         "to --steps (the same run, as it resumes exactly), not trained anew")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -232,7 +268,9 @@ def main() -> None:
         print(f"{len(todo)} runs of {args.steps:,} env steps, {args.jobs} at a time", flush=True)
         os.environ.setdefault("WANDB_MODE", "disabled")
         with ProcessPoolExecutor(args.jobs) as pool:
-            futures = [pool.submit(train, e, m, s, args.steps, out, extra) for e, m, s in todo]
+            extend = Path(args.extend) if args.extend else None
+            futures = [pool.submit(train, e, m, s, args.steps, out, extra, extend)
+                       for e, m, s in todo]
             for fut in as_completed(futures):
                 r = fut.result()
                 with open(log, "a") as f:
@@ -271,8 +309,9 @@ def main() -> None:
             rows = [r for seed in seeds for r in head_to_head(out, env, seed, args.episodes, a, b)]
             print(f"\n| team | per seed: {a} run minus {b} run | mean [95% CI] |\n|---|---|---|")
             for team in dict.fromkeys(r["team"] for r in rows):
-                d = np.array([r["delta"] for r in rows if r["team"] == team])
-                print(f"| {team} | {', '.join(f'{x:+.2f}' for x in d)} | {interval(d)} |")
+                delta = np.array([r["delta"] for r in rows if r["team"] == team])
+                print(f"| {team} | {', '.join(f'{x:+.2f}' for x in delta)} | "
+                      f"{interval(delta)} |")
 
 
 def interval(d: np.ndarray) -> str:
