@@ -152,7 +152,7 @@ def test_cli_smoke_every_env(env: str, continuous: bool, pool: str, tmp_path: Pa
                  "--steps", "48", "--run-dir", str(run), "--quiet",
                  "--set", f"env.kwargs.continuous_actions={str(continuous).lower()}",
                  "--set", "env.kwargs.max_cycles=8", "--set", f"env.pool={pool}",
-                 "--set", "env.num_envs=2", "--set", "env.workers=2", "--set", "population.size=2",
+                 "--set", "env.num_envs=4", "--set", "env.workers=2", "--set", "population.size=2",
                  "--set", "evolution.evo_steps=8", "--set", "evolution.learning_delay=0",
                  "--set", "algo.batch_size=8", "--set", "algo.learn_step=2",
                  "--set", "algo.hidden=[8]",

@@ -335,7 +335,7 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"config key 'population.{key}': {value} plays {what} in half of "
                               "each member's envs, so env.num_envs / population.size "
                               f"({cfg.env.num_envs} / {pop}) must be even; e.g. env.num_envs: "
-                              f"{2 * cfg.env.num_envs}")
+                              f"{2 * cfg.env.num_envs}, or population.{key}: 0")
     if d.num_actors and (d.num_actors > pop or pop % d.num_actors):
         ok = [n for n in range(1, pop + 1) if pop % n == 0]
         raise ConfigError(f"config key 'distributed.num_actors': {d.num_actors} must divide "

@@ -31,14 +31,8 @@ from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.checkpoint import map_tree, rng_from
-from evohpo.distributed import ActorLost, connect, require_ray, resolve_resources
-from evohpo.distributed.group import (
-    MemberGroup,
-    generator_fits,
-    group_config,
-    member_state,
-    opponent_state,
-)
+from evohpo.distributed import ActorLost, connect, group, require_ray, resolve_resources
+from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolution import MutationRecord
@@ -362,7 +356,7 @@ class RayRuntime(Runtime):
         if ops is not self.sent_opponents or only is not None:
             self.sent_opponents = ops
             self.call_all("set_opponents", lambda g: (None if ops is None else [
-                (u, opponent_state(a)) for u, a in ops[g * m:(g + 1) * m]],), only=only)
+                (u, group.opponent_state(a)) for u, a in ops[g * m:(g + 1) * m]],), only=only)
 
     def sync_members_of(self, g: int) -> None:
         held = self.held(g)
