@@ -236,11 +236,14 @@ def heuristic_available(env_name: str) -> bool:
     return env_name in HEURISTICS
 
 
-def heuristic_policy(spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any]) -> Scripted:
-    """The scripted policy of ``env_name``, checked to read ``spec``'s observations right."""
+def heuristic_policy(spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any],
+                     what: str = "reference policy 'heuristic'",
+                     instead: str = "use 'random'") -> Scripted:
+    """The scripted policy of ``env_name``, checked to read ``spec``'s observations right;
+    where it cannot, the error begins with ``what`` (who asked) and ends with ``instead``."""
     if not heuristic_available(env_name):
-        raise ConfigError(f"reference policy 'heuristic': env {env_name!r} has none; "
-                          f"heuristics exist for {', '.join(HEURISTICS)}; use 'random'")
+        raise ConfigError(f"{what}: env {env_name!r} has none; "
+                          f"heuristics exist for {', '.join(HEURISTICS)}; {instead}")
     build, layout_kwargs = HEURISTICS[env_name]
     partial = {k: env_kwargs[k] for k in _PARTIAL if env_kwargs.get(k) is not None}
     kw = {k: int(env_kwargs.get(k, d)) for k, d in layout_kwargs.items()}
@@ -249,12 +252,12 @@ def heuristic_policy(spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any]) -
     if partial or expected != found:
         why = (f"partial observability ({partial})" if partial
                else f"observation sizes {found}, expected {expected}")
-        raise ConfigError(f"reference policy 'heuristic' cannot read {env_name!r} with "
-                          f"env.kwargs {env_kwargs}: {why}; use 'random'")
+        raise ConfigError(f"{what} cannot read {env_name!r} with "
+                          f"env.kwargs {env_kwargs}: {why}; {instead}")
     bad = [a for a in spec.agents if spec[a].act_dim < 5]
     if bad:
-        raise ConfigError(f"reference policy 'heuristic': agents {bad} of {env_name!r} have "
-                          "no movement actions; use 'random'")
+        raise ConfigError(f"{what}: agents {bad} of {env_name!r} have "
+                          f"no movement actions; {instead}")
     return Scripted(spec, build(spec, kw))
 
 

@@ -40,11 +40,10 @@ from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config, EvolutionConfig, MutationConfig
 from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
-from evohpo.errors import ConfigError
 from evohpo.evolution import MutationRecord, Offspring, next_generation
 from evohpo.play import Lineup, Policy, Score, Teams, episode_returns, episode_totals, eval_pool
 from evohpo.population import Member
-from evohpo.references import Scripted, heuristic_policy
+from evohpo.references import heuristic_policy
 from evohpo.runtime import Opponent
 from evohpo.runtime.local import nonfinite_weights
 
@@ -84,15 +83,11 @@ class League:
         self.archive: list[Algorithm] = []
         self.archive_gens: list[int] = []
         # population.scripted_opponents: the env's heuristic as a training opponent
-        self.scripted: Scripted | None = None
-        if cfg.population.scripted_opponents:
-            try:
-                self.scripted = heuristic_policy(spec, cfg.env.name, cfg.env.kwargs)
-            except ConfigError as e:
-                why = str(e).removesuffix("; use 'random'")
-                raise ConfigError(f"config key 'population.scripted_opponents': "
-                                  f"{cfg.population.scripted_opponents} plays the env's scripted "
-                                  f"heuristic, but {why}; set it to 0") from None
+        p = cfg.population.scripted_opponents
+        self.scripted = (heuristic_policy(
+            spec, cfg.env.name, cfg.env.kwargs,
+            f"the scripted heuristic of config key 'population.scripted_opponents' ({p})",
+            "set it to 0") if p else None)
 
     # ----------------------------------------------------------------------------- training
     def slots(self, generation: int) -> list[list[int]]:

@@ -99,12 +99,14 @@ def opponent_state(opponent: Opponent) -> Any:
     return to_cpu(opponent.state_dict())
 
 
-def restore_opponent(t: LocalRuntime, st: Any) -> Opponent:
-    """The opponent :func:`opponent_state` describes, on ``t``'s device."""
+def restore_opponent(t: LocalRuntime, st: Any, scripted: Scripted | None) -> Opponent:
+    """The opponent :func:`opponent_state` describes, on ``t``'s device (``scripted``: the
+    actor's heuristic)."""
     if st is None:
         return None
     if st == "heuristic":
-        return heuristic_policy(t.spec, t.cfg.env.name, t.cfg.env.kwargs)
+        assert scripted is not None
+        return scripted
     return restore_algo(t.cfg, t.spec, {**st, "gen": generator_state(st["gen"], t.device)},
                         t.device)
 
@@ -147,6 +149,7 @@ class MemberGroup:
         # the pool seed is the driver's to give (reset); the runtime's own is never used
         self.t = LocalRuntime(c, spec, Logger(), 0, fitness_agents(c.eval.fitness_agents, spec))
         self.members: list[Member] = []
+        self.scripted: Scripted | None = None  # population.scripted_opponents, built once
 
     def info(self) -> dict[str, Any]:
         return {"index": self.index, "pid": os.getpid(), "host": platform.node(),
@@ -169,8 +172,10 @@ class MemberGroup:
         """Each slot's team that plays all of its envs and who plays the others in the second
         half, as :func:`opponent_state` sent it; None: the current members everywhere."""
         t = self.t
+        if self.scripted is None and t.cfg.population.scripted_opponents:
+            self.scripted = heuristic_policy(t.spec, t.cfg.env.name, t.cfg.env.kwargs)
         t.opponents = None if opponents is None else [
-            (u, restore_opponent(t, st)) for u, st in opponents]
+            (u, restore_opponent(t, st, self.scripted)) for u, st in opponents]
 
     # ------------------------------------------------------------------ envs and loop state
     def reset(self, seed: int | None) -> dict[str, np.ndarray]:

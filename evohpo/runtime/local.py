@@ -197,7 +197,8 @@ class LocalRuntime(Runtime):
         k, h = self.k, self.k // 2
         algos: list[Algorithm] = []
         parts: list[Part] = []
-        scripted: list[tuple[Scripted, slice]] = []
+        scripted: list[Scripted] = []
+        scripted_rows: list[np.ndarray] = []
         for j, (m, (live, past)) in enumerate(zip(playing, self.opponents, strict=True)):
             rows, first, second = (slice(j * k, (j + 1) * k), slice(j * k, j * k + h),
                                    slice(j * k + h, (j + 1) * k))
@@ -208,16 +209,20 @@ class LocalRuntime(Runtime):
             elif isinstance(past, Scripted):  # its rows are overwritten below
                 algos += [m.algo, m.algo]
                 parts.append(Part(m.algo, rng, first, self.done[first]))
-                scripted.append((past, second))
+                scripted.append(past)
+                scripted_rows.append(np.arange(second.start, second.stop))
             else:
                 algos += [m.algo, past]
                 parts += [Part(m.algo, rng, first, self.done[first]),
                           Part(past, None, second, None)]
         env_act, stored = explore(actor.spec, actor.outputs(algos, obs, h), parts)
-        for policy, rows in scripted:
-            e, st = policy.act({a: o[rows] for a, o in obs.items()})
+        if scripted:  # one call over all its rows (a rule reads one row of its own agent's obs)
+            policy = scripted[0]
+            assert all(p is policy for p in scripted), "one scripted policy per runtime"
+            idx = np.concatenate(scripted_rows)
+            e, st = policy.act({a: obs[a][idx] for a in actor.spec.agents})
             for a in actor.spec.agents:
-                env_act[a][rows], stored[a][rows] = e[a], st[a]
+                env_act[a][idx], stored[a][idx] = e[a], st[a]
         return env_act, stored
 
     def learn(self) -> None:
