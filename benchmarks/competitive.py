@@ -26,7 +26,9 @@ episodes per pairing (seed 10**6 + run seed):
    (``population.past_opponents: 8``) and ``pbt`` (each team evolved by
    ``evolution.strategy: truncation`` instead of the presets' tournament) and ``scripted``
    (``population.scripted_opponents: 1``: in half of each slot's envs one team's member plays
-   the scripted heuristic; it also meets the joint run).
+   the scripted heuristic; it also meets the joint run) and ``shaped`` (``scripted`` with
+   ``env.shaping: {adversaries: 1}``: the simple_tag predators' training rewards get
+   potential-based shaping; it meets the scripted, teams and joint runs).
 Finished runs are kept and skipped when run again.
 """
 
@@ -60,10 +62,17 @@ MODES: dict[str, dict[str, Any]] = {
     "learned": {"population.teams": "auto", "population.opponent_actions": "learned"},
     # teams, in half of each slot's envs one team's member plays the scripted heuristic
     "scripted": {"population.teams": "auto", "population.scripted_opponents": 1.0},
+    # scripted, and the simple_tag predators' rewards shaped by their potential (env.shaping)
+    "shaped": {"population.teams": "auto", "population.scripted_opponents": 1.0,
+               "env.shaping": {"adversaries": 1.0}},
 }
-TEAM_MODES = ("teams", "elo", "past", "pbt", "learned", "scripted")  # a population per team
+TEAM_MODES = ("teams", "elo", "past", "pbt", "learned", "scripted", "shaped")  # per team
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
-         ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"))  # head to head
+         ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
+         ("shaped", "scripted"), ("shaped", "teams"), ("shaped", "joint"))  # head to head
+# each variant's champions against the references, paired with the run it changes
+BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
+         "shaped": "scripted"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -239,8 +248,10 @@ def main() -> None:
                          "(teams rated by Elo), past (teams with population.past_opponents: "
                          "8), pbt (teams evolved by truncation), learned (teams with "
                          "population.opponent_actions: learned), scripted (teams with "
-                         "population.scripted_opponents: 1); head to head: teams and scripted "
-                         "vs joint, and learned, elo, past, pbt and scripted vs teams")
+                         "population.scripted_opponents: 1), shaped (scripted, with the "
+                         "simple_tag predators' env.shaping: {adversaries: 1}); head to head: "
+                         "teams, scripted and shaped vs joint, learned, elo, past, pbt, "
+                         "scripted and shaped vs teams, shaped vs scripted")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -290,12 +301,11 @@ def main() -> None:
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
                       f"{r['diff']:+.2f} [{r['diff'] - r['diff_half']:+.2f}, "
                       f"{r['diff'] + r['diff_half']:+.2f}] | {r['beats']} |")
-        for alt in (m for m in ("past", "pbt", "learned", "scripted")
-                    if m in refs and "teams" in refs):
+        for alt, base in ((a, b) for a, b in BASES.items() if a in refs and b in refs):
             # the same opponents and episodes: paired
-            print(f"\n| team | reference | per seed: {alt} champion minus teams champion | "
+            print(f"\n| team | reference | per seed: {alt} champion minus {base} champion | "
                   "mean [95% CI] |\n|---|---|---|---|")
-            teams = {(r["seed"], r["team"], r["reference"]): r["champion"] for r in refs["teams"]}
+            teams = {(r["seed"], r["team"], r["reference"]): r["champion"] for r in refs[base]}
             diffs: dict[tuple[str, str], list[float]] = {}
             for r in refs[alt]:
                 if (key := (r["seed"], r["team"], r["reference"])) in teams:

@@ -90,6 +90,13 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
     return [(name, tuple(agents)) for name, agents in teams.items()]
 
 
+def own_team_only(cfg: Any, teams: object) -> bool:
+    """Whether members learn only their own team's networks, their critics' targets taking the
+    other teams' next actions from the replay memory, as played: ``population.opponent_actions:
+    played`` where ``teams`` (the playing teams, or a member's team) is not None."""
+    return teams is not None and cfg.population.opponent_actions == "played"
+
+
 def lineup_actions(lineup: Lineup, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Each policy's noise-free actions for its own agents."""
     if len(lineup) == 1:  # one policy drives every agent: its actions as they are

@@ -15,6 +15,7 @@ from evohpo.checkpoint import rng_from, rng_state
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
 from evohpo.evolution import MutationRecord, child_seed
+from evohpo.play import own_team_only
 
 
 @dataclass
@@ -60,7 +61,7 @@ def _add_team(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torc
         own = dataclasses.replace(cfg, algo=dataclasses.replace(
             cfg.algo, hidden=start.hidden, **start.hyperparams)) if start.sampled else cfg
         algo = build_algo(own, spec, seed, device)
-        if team is not None and cfg.population.opponent_actions == "played":
+        if team is not None and own_team_only(cfg, team):
             algo.learners = tuple(spec.teams[team])  # the other teams' next actions as played
         members.append(Member(id=i, parent_id=None, algo=algo, rng=np.random.default_rng(seed),
                               team=team))

@@ -245,6 +245,19 @@ def heuristic_policy(spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any],
         raise ConfigError(f"{what}: env {env_name!r} has none; "
                           f"heuristics exist for {', '.join(HEURISTICS)}; {instead}")
     build, layout_kwargs = HEURISTICS[env_name]
+    kw = readable_layout(spec, env_name, env_kwargs, layout_kwargs, what, instead)
+    bad = [a for a in spec.agents if spec[a].act_dim < 5]
+    if bad:
+        raise ConfigError(f"{what}: agents {bad} of {env_name!r} have "
+                          f"no movement actions; {instead}")
+    return Scripted(spec, build(spec, kw))
+
+
+def readable_layout(spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any],
+                    layout_kwargs: dict[str, int], what: str, instead: str) -> dict[str, int]:
+    """The kwargs ``layout_kwargs`` (with their defaults) that the observation layout of
+    ``env_name`` depends on, checked against ``spec``: full observability and the observation
+    sizes the layout gives. Where they differ, the error begins with ``what``."""
     partial = {k: env_kwargs[k] for k in _PARTIAL if env_kwargs.get(k) is not None}
     kw = {k: int(env_kwargs.get(k, d)) for k, d in layout_kwargs.items()}
     expected = _layout(env_name, kw)
@@ -254,11 +267,7 @@ def heuristic_policy(spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any],
                else f"observation sizes {found}, expected {expected}")
         raise ConfigError(f"{what} cannot read {env_name!r} with "
                           f"env.kwargs {env_kwargs}: {why}; {instead}")
-    bad = [a for a in spec.agents if spec[a].act_dim < 5]
-    if bad:
-        raise ConfigError(f"{what}: agents {bad} of {env_name!r} have "
-                          f"no movement actions; {instead}")
-    return Scripted(spec, build(spec, kw))
+    return kw
 
 
 def reference_policy(kind: str, spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any],

@@ -34,6 +34,12 @@ class EnvConfig:
     teams: dict[str, list[str]] | None = _f(
         None, "agents per team, {team: [agent names or glob patterns]} (null: derived: mpe2's "
         "adversaries vs good agents; one team otherwise)")
+    shaping: dict[str, float] = _f(
+        {}, "training rewards only: {team: c} adds c * (gamma * Phi(s') - Phi(s)) to the team's "
+        "rewards in the replay memory, Phi the env's potential for that team (simple_tag: "
+        "adversaries, minus each one's distance to its nearest good agent; good, its distance "
+        "to the adversaries). Potential-based, so the game's best policies stay the same; "
+        "fitness, evaluation and logged returns use the env's own rewards. {}: off")
     num_envs: int = _f(8, "training envs in the shared pool, split evenly between members", lo=1)
     backend: Literal["auto", "pettingzoo", "batched"] = _f(
         "auto", "pettingzoo: mpe2/PettingZoo envs in a pool; batched: every mpe2 env in one numpy "

@@ -25,9 +25,10 @@ from evohpo.algos import Algorithm
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
 from evohpo.loggers import Logger
-from evohpo.play import Score, playing_teams
+from evohpo.play import Score, own_team_only, playing_teams
 from evohpo.population import Member
 from evohpo.references import Scripted
+from evohpo.shaping import make_shaping
 
 # who plays the other teams in the second half of a slot's envs (see Runtime.place)
 Opponent = Algorithm | Scripted | None
@@ -55,10 +56,8 @@ class Runtime(ABC):
         self.fitness_agents = fitness_agents
         self.k = cfg.env.num_envs // cfg.population.size  # envs per member slot
         self.teams = playing_teams(cfg, spec)  # None: each member drives every agent
-        # members train their own team only, their critics' targets taking the other teams'
-        # next actions from the replay memory, as played
-        self.next_actions = (self.teams is not None
-                             and cfg.population.opponent_actions == "played")
+        self.next_actions = own_team_only(cfg, self.teams)
+        self.shaping = make_shaping(cfg, spec)  # None: the replay memory keeps the env's rewards
         self.size = cfg.population.size * len(self.teams or [None])  # members placed
         self.members: list[Member] = []
         self.slots: list[list[int]] | None = None

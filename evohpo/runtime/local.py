@@ -153,7 +153,9 @@ class LocalRuntime(Runtime):
         # what the policies that played each env do next (the other teams' next actions in
         # the critics' targets): at the real next observation, without exploration noise
         nxt = self.act(res.next_obs, noise=False)[1] if self.next_actions else None
-        self.dropped += self.buffer.add(obs, stored, res.rewards, res.next_obs, res.terminated,
+        rewards = (res.rewards if self.shaping is None
+                   else self.shaping(obs, res.rewards, res.next_obs, res.terminated))
+        self.dropped += self.buffer.add(obs, stored, rewards, res.next_obs, res.terminated,
                                         res.alive, nxt)
         self.track_episodes(res)
         self.obs = res.obs
