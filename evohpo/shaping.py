@@ -39,7 +39,7 @@ Potential = Callable[[dict[str, np.ndarray]], np.ndarray]
 def _distances(obs: np.ndarray, start: int, count: int) -> np.ndarray:
     """Lengths of ``count`` relative positions stored from ``obs[:, start:]``: [n, count]."""
     rel = obs[:, start:start + 2 * count].reshape(len(obs), count, 2)
-    return np.linalg.norm(rel, axis=2)
+    return np.sqrt(np.einsum("nkd,nkd->nk", rel, rel))
 
 
 def _tag(spec: EnvSpec, kw: dict[str, int]) -> dict[str, tuple[Potential, tuple[str, ...]]]:
@@ -106,7 +106,7 @@ class Shaping:
             before, after = phi(obs), self.gamma * phi(next_obs)
             for a in agents:
                 bonus = c * (np.where(terminated[a], 0.0, after) - before)
-                out[a] = (rewards[a] + bonus).astype(rewards[a].dtype)
+                out[a] = (rewards[a] + bonus).astype(rewards[a].dtype, copy=False)
         return out
 
 
