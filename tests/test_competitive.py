@@ -130,14 +130,16 @@ def test_elo_fitness_is_the_rating(tmp_path: Path) -> None:
 
 
 PAST = {"env": {"num_envs": 4}, "population": {"past_opponents": 2}}
-# past champions and the scripted heuristic as training opponents, and slots with neither
-MIXED = {"env": {"num_envs": 4}, "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
+# past champions and the scripted heuristic as training opponents, and slots with neither; the
+# predators' training rewards shaped
+MIXED = {"env": {"num_envs": 4, "shaping": {"adversaries": 1.0}},
+         "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
 SCRIPTED = {"env": {"num_envs": 4}, "population": {"scripted_opponents": 1.0}}
 
 
 @pytest.mark.parametrize(("first", "over"), [
     (64, {}), (80, {}),  # at a window end, and mid-window
-    (80, MIXED)])  # with past champions and the heuristic as training opponents
+    (80, MIXED)])  # past champions and the heuristic as opponents, shaped rewards
 def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, Any]) -> None:
     base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
     (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**over))))
