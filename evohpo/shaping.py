@@ -30,7 +30,7 @@ import numpy as np
 
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.references import readable_layout
+from evohpo.references import HEURISTICS, _points, readable_layout
 
 # a team's potential: every agent's observations [n, obs_dim] -> one value per env [n]
 Potential = Callable[[dict[str, np.ndarray]], np.ndarray]
@@ -38,7 +38,7 @@ Potential = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 def _distances(obs: np.ndarray, start: int, count: int) -> np.ndarray:
     """Lengths of ``count`` relative positions stored from ``obs[:, start:]``: [n, count]."""
-    rel = obs[:, start:start + 2 * count].reshape(len(obs), count, 2)
+    rel = _points(obs, start, count)
     return np.sqrt(np.einsum("nkd,nkd->nk", rel, rel))
 
 
@@ -59,18 +59,12 @@ def _tag(spec: EnvSpec, kw: dict[str, int]) -> dict[str, tuple[Potential, tuple[
     return {"adversaries": (close_in, tuple(chasers)), "good": (get_away, tuple(prey))}
 
 
-# env -> (team -> (potential, agents it shapes), the teams, {kwarg: default} the observation
-# layout depends on)
-POTENTIALS: dict[str, tuple[Callable[[EnvSpec, dict[str, int]],
-                                     dict[str, tuple[Potential, tuple[str, ...]]]],
-                            tuple[str, ...], dict[str, int]]] = {
-    "simple_tag": (_tag, ("adversaries", "good"),
-                   {"num_good": 1, "num_adversaries": 3, "num_obstacles": 2}),
+# env -> (team -> (potential, agents it shapes)); the observation layout is the one the env's
+# heuristic reads (evohpo/references.py), checked the same way
+POTENTIALS: dict[str, Callable[[EnvSpec, dict[str, int]],
+                               dict[str, tuple[Potential, tuple[str, ...]]]]] = {
+    "simple_tag": _tag,
 }
-
-
-def _offered() -> str:
-    return "; ".join(f"{env} ({', '.join(teams)})" for env, (_, teams, _) in POTENTIALS.items())
 
 
 class Shaping:
@@ -81,18 +75,17 @@ class Shaping:
         what = f"config key 'env.shaping' ({coefs})"
         if env_name not in POTENTIALS:
             raise ConfigError(f"{what}: env {env_name!r} has no shaping potentials; they exist "
-                              f"for {_offered()}; set env.shaping: {{}}")
-        build, names, layout_kwargs = POTENTIALS[env_name]
-        bad = [t for t in coefs if t not in names]
-        if bad:
-            raise ConfigError(f"{what}: {', '.join(map(repr, bad))} is not a team of "
-                              f"{env_name!r} with a potential; allowed: {', '.join(names)}")
+                              f"for {', '.join(POTENTIALS)}; set env.shaping: {{}}")
         wrong = {t: c for t, c in coefs.items() if not (np.isfinite(c) and c >= 0)}
         if wrong:
             raise ConfigError(f"{what}: coefficients must be finite and at least 0, not {wrong}")
-        kw = readable_layout(spec, env_name, env_kwargs, layout_kwargs, what,
+        kw = readable_layout(spec, env_name, env_kwargs, HEURISTICS[env_name][1], what,
                              "set env.shaping: {}")
-        potentials = build(spec, kw)  # team -> (its potential, the agents it shapes)
+        potentials = POTENTIALS[env_name](spec, kw)  # team -> (potential, agents it shapes)
+        bad = [t for t in coefs if t not in potentials]
+        if bad:
+            raise ConfigError(f"{what}: {', '.join(map(repr, bad))} is not a team of "
+                              f"{env_name!r} with a potential; allowed: {', '.join(potentials)}")
         self.gamma = gamma
         self.terms = [(float(c), *potentials[t]) for t, c in coefs.items() if c]
 
