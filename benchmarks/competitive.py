@@ -69,14 +69,18 @@ MODES: dict[str, dict[str, Any]] = {
     # scripted, and the simple_tag predators' rewards shaped by their potential (env.shaping)
     "shaped": {"population.teams": "auto", "population.scripted_opponents": 1.0,
                "env.shaping": {"adversaries": 1.0}},
+    # scripted, with five gradient steps where the preset takes one (0.2 per env step, not 0.04)
+    "updates": {"population.teams": "auto", "population.scripted_opponents": 1.0,
+                "algo.gradient_steps": 5},
 }
-TEAM_MODES = ("teams", "elo", "past", "pbt", "learned", "scripted", "shaped")  # per team
+TEAM_MODES = ("teams", "elo", "past", "pbt", "learned", "scripted", "shaped", "updates")  # per team
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
-         ("shaped", "scripted"), ("shaped", "teams"), ("shaped", "joint"))  # head to head
+         ("shaped", "scripted"), ("shaped", "teams"), ("shaped", "joint"),
+         ("updates", "scripted"), ("updates", "teams"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
-         "shaped": "scripted"}
+         "shaped": "scripted", "updates": "scripted"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -253,9 +257,10 @@ def main() -> None:
                          "population.past_opponents: 8), pbt (teams evolved by truncation), "
                          "learned (teams with population.opponent_actions: learned), scripted "
                          "(teams with population.scripted_opponents: 1), shaped (scripted, with "
-                         "the simple_tag predators' env.shaping: {adversaries: 1}); head to "
-                         "head: teams, scripted and shaped vs joint, learned, elo, past, pbt, "
-                         "scripted and shaped vs teams, shaped vs scripted")
+                         "the simple_tag predators' env.shaping: {adversaries: 1}), updates "
+                         "(scripted, with algo.gradient_steps: 5); head to head: teams, "
+                         "scripted and shaped vs joint, learned, elo, past, pbt, scripted, "
+                         "shaped and updates vs teams, shaped and updates vs scripted")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

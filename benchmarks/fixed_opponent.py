@@ -100,24 +100,29 @@ def main() -> None:
     ap.add_argument("--shaping", default="0,1", help="comma-separated coefficients")
     ap.add_argument("--episodes", type=int, default=200)
     ap.add_argument("--out", default="runs/fixed_opponent")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a key of the preset (repeatable), as `evohpo train --set`")
+    ap.add_argument("--tag", default="", help="suffix of the run directories (for --set runs)")
     args = ap.parse_args()
     os.environ.setdefault("WANDB_MODE", "disabled")
     from evohpo import api
     from evohpo import config as C
     from evohpo.api import preset_path
 
-    print(f"simple_tag, {args.learn} learning against the heuristic, MATD3 preset, "
+    print(f"simple_tag, {args.learn} learning against the heuristic, MATD3 preset"
+          f"{' with ' + ', '.join(args.set) if args.set else ''}, "
           f"{args.steps:,} env steps, {args.episodes} fresh episodes\n\n| seed | shaping | "
           "champion (mean +- sd) | heuristic in the seat | wall s |\n|---|---|---|---|---|")
     for seed in (int(s) for s in args.seeds.split(",")):
         for c in (float(x) for x in args.shaping.split(",")):
-            d = Path(args.out) / f"{args.learn}-c{c:g}-s{seed}"
+            d = Path(args.out) / f"{args.learn}-c{c:g}{args.tag}-s{seed}"
             t0 = time.perf_counter()
             if not (d / "checkpoints" / "best.pt").exists():
                 cfg = C.read_yaml(preset_path("matd3", "simple_tag"))  # all but the env
                 cfg["env"] = {**cfg["env"], "name": "fixed_opponent:make", "pool": "sync",
                               "kwargs": {"learn": args.learn, "shaping": c}}
-                api.train(cfg, steps=args.steps, seed=seed, run_dir=d, overwrite=True)
+                api.train(cfg, steps=args.steps, seed=seed, run_dir=d, overwrite=True,
+                          overrides=args.set)
             champ, sd, ref = evaluate(d, args.learn, args.episodes, 10**6 + seed)
             print(f"| {seed} | {c:g} | {champ:.1f} +- {sd:.1f} | {ref:.1f} | "
                   f"{time.perf_counter() - t0:.0f} |", flush=True)
