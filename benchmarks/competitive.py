@@ -53,6 +53,8 @@ MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
 # every mode starts from the preset with these off, so that a mode means the same run whatever a
 # preset ships (the simple_adversary preset plays the heuristic; see benchmarks/README.md)
 PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0, "env.shaping": {}}
+# teams, in half of each slot's envs one team's member plays the scripted heuristic
+SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
 MODES: dict[str, dict[str, Any]] = {
     "teams": {"population.teams": "auto"},                            # a population per team
     "joint": {"population.teams": "joint"},                           # the all-agent sum
@@ -64,16 +66,13 @@ MODES: dict[str, dict[str, Any]] = {
     # teams whose members also learn their own model of the other team (the critics' targets
     # take its next actions instead of the ones played)
     "learned": {"population.teams": "auto", "population.opponent_actions": "learned"},
-    # teams, in half of each slot's envs one team's member plays the scripted heuristic
-    "scripted": {"population.teams": "auto", "population.scripted_opponents": 1.0},
+    "scripted": SCRIPTED,
     # scripted, and the simple_tag predators' rewards shaped by their potential (env.shaping)
-    "shaped": {"population.teams": "auto", "population.scripted_opponents": 1.0,
-               "env.shaping": {"adversaries": 1.0}},
+    "shaped": {**SCRIPTED, "env.shaping": {"adversaries": 1.0}},
     # scripted, with five gradient steps where the preset takes one (0.2 per env step, not 0.04)
-    "updates": {"population.teams": "auto", "population.scripted_opponents": 1.0,
-                "algo.gradient_steps": 5},
+    "updates": {**SCRIPTED, "algo.gradient_steps": 5},
 }
-TEAM_MODES = ("teams", "elo", "past", "pbt", "learned", "scripted", "shaped", "updates")  # per team
+TEAM_MODES = tuple(m for m in MODES if m != "joint")  # a population per team
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          ("shaped", "scripted"), ("shaped", "teams"), ("shaped", "joint"),
