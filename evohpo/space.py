@@ -72,7 +72,8 @@ def starts(cfg: Config, rng: np.random.Generator) -> list[Start]:
     over the search space (``sample``; with ``population.keep_preset`` member 0 is the preset)."""
     a, p, m = cfg.algo, cfg.population, cfg.mutation
     preset = Start({"lr_actor": a.lr_actor, "lr_critic": a.lr_critic, "batch_size": a.batch_size,
-                    "learn_step": a.learn_step, "tau": a.tau, "expl_noise": a.expl_noise},
+                    "learn_step": a.learn_step, "tau": a.tau, "expl_noise": a.expl_noise,
+                    "min_updates_per_step": a.min_updates_per_step},
                    list(a.hidden), False)
     if p.init == "preset":
         return [preset] * p.size

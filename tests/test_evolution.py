@@ -29,14 +29,16 @@ from evohpo.evolution import (
 HP_NAMES = [f.name for f in dataclasses.fields(HyperparamSpace)]
 # explicit bounds (the config's own defaults, written out)
 BOUNDS = {"lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "batch_size": (32, 1024),
-          "learn_step": (10, 400), "tau": (1e-3, 0.1), "expl_noise": (0.0, 0.5)}
+          "learn_step": (10, 400), "tau": (1e-3, 0.1), "expl_noise": (0.0, 0.5),
+          "min_updates_per_step": (0.01, 0.25)}
 
 
 def mcfg(**kw) -> MutationConfig:
     """A MutationConfig built (and type-checked) by config.build, with explicit bounds."""
     # architecture / activation kinds are off unless asked for: tests/test_mutations.py covers them
     data = {"architecture": 0.0, "activation": 0.0,
-            "bounds": {k: {"min": lo, "max": hi} for k, (lo, hi) in BOUNDS.items()}}
+            "bounds": {k: {"min": lo, "max": hi, "mutate": True}  # every one, this one's too
+                       for k, (lo, hi) in BOUNDS.items()}}
     for k, v in kw.items():
         if k == "bounds":
             for name, b in v.items():

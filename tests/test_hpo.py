@@ -81,6 +81,42 @@ def test_sampled_starts_stay_in_bounds_and_the_arch_space() -> None:
     assert len({s.hidden[0] for s in starts}) >= 4
 
 
+def test_updates_per_env_step_is_searched_only_when_asked() -> None:
+    # off by default (more updates cost wall time at the same env steps): every start keeps
+    # algo.min_updates_per_step, and the draws of the other axes are the same as without it
+    off = space.starts(sample_cfg(8, algo={"min_updates_per_step": 0.03}),
+                       np.random.default_rng(2))
+    assert {s.hyperparams["min_updates_per_step"] for s in off} == {0.03}
+    on = space.starts(sample_cfg(8, algo={"min_updates_per_step": 0.03}, mutation={
+        "bounds": {"min_updates_per_step": {"mutate": True, "min": 0.02, "max": 0.32}}}),
+        np.random.default_rng(2))
+    rates = sorted(s.hyperparams["min_updates_per_step"] for s in on[1:])
+    assert len(set(rates)) == 7 and 0.02 <= rates[0] and rates[-1] <= 0.32
+    # log scale: one draw per stratum, so about half below the geometric middle, 0.08
+    assert 2 <= sum(r < 0.08 for r in rates) <= 5
+    # mutation moves it by a factor, within its bounds
+    cfg = MutationConfig(factors=[2.0], bounds=C.HyperparamSpace(**{
+        f.name: C.Bound(getattr(C.HyperparamSpace(), f.name).min,
+                        getattr(C.HyperparamSpace(), f.name).max,
+                        mutate=f.name == "min_updates_per_step")
+        for f in dataclasses.fields(C.HyperparamSpace)}))
+    hp = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=64, learn_step=25, tau=0.01,
+                     expl_noise=0.1, min_updates_per_step=0.2)
+    from evohpo.evolution import mutate_hyperparameter
+    change = mutate_hyperparameter(hp, cfg, np.random.default_rng(0))
+    assert change.changes == {"min_updates_per_step": 0.25}  # 0.4, clipped at the max
+
+
+def test_a_state_saved_before_min_updates_per_step_was_a_members_own_restores() -> None:
+    from evohpo.algos import build_algo, restore_algo
+    cfg = sample_cfg(1, algo={"min_updates_per_step": 0.1})
+    spec = probe(TOY)
+    state = build_algo(cfg, spec, 0, "cpu").state_dict()
+    assert state["hp"]["min_updates_per_step"] == 0.1
+    del state["hp"]["min_updates_per_step"]  # as written by older versions
+    assert restore_algo(cfg, spec, state, "cpu").hp.min_updates_per_step == 0.1
+
+
 def test_sampled_starts_are_reproducible_per_seed() -> None:
     cfg = sample_cfg(16)
     a = space.starts(cfg, np.random.default_rng(5))
@@ -128,7 +164,8 @@ def test_keep_preset_pinned_bounds_and_init_preset() -> None:
                                           "batch_size": {"mutate": False}}})
     a = cfg.algo
     preset = {"lr_actor": a.lr_actor, "lr_critic": a.lr_critic, "batch_size": a.batch_size,
-              "learn_step": a.learn_step, "tau": a.tau, "expl_noise": a.expl_noise}
+              "learn_step": a.learn_step, "tau": a.tau, "expl_noise": a.expl_noise,
+              "min_updates_per_step": a.min_updates_per_step}
     starts = space.starts(cfg, np.random.default_rng(1))
     assert starts[0].hyperparams == preset and starts[0].hidden == [48, 48]
     assert not starts[0].sampled
@@ -324,7 +361,8 @@ def test_truncation_resample_probability_zero_only_perturbs() -> None:
                          8, ev, mut, np.random.default_rng(seed))
         for rec in out.records[:2]:
             ops = check_explore(rec, mut)
-            assert set(ops) == set(HP_NAMES) - {"tau"}  # mutate: false stays put
+            # mutate: false stays put (min_updates_per_step's by default)
+            assert set(ops) == set(HP_NAMES) - {"tau", "min_updates_per_step"}
             assert set(ops.values()) <= {"*0.8", "*1.2"}
             factors |= set(ops.values())
             if ops["lr_actor"] == "*1.2":  # clipped at the bound

@@ -200,3 +200,23 @@ def test_a_large_learn_step_still_updates_per_env_step(floor: float, per_learn: 
     finally:
         t.close()
     assert t.members[0].algo.updates == 7 * per_learn
+
+
+def test_each_member_takes_its_own_updates_per_env_step() -> None:
+    # min_updates_per_step is a member's own hyperparameter (evolvable): two members of one run,
+    # the same learn_step, 0 (one gradient step per learn) and 0.5 (four per learn of 8 steps)
+    cfg = tiny(steps=128, population={"size": 2},
+               evolution={"evo_steps": 1000, "tournament_size": 1},
+               algo={"learn_step": 8, "min_updates_per_step": 0.04},
+               mutation={"none": 1.0, "hyperparameters": 0.0, "weights": 0.0,
+                         "architecture": 0.0, "activation": 0.0})
+    t = Trainer(cfg)
+    try:
+        assert [m.algo.hp.min_updates_per_step for m in t.members] == [0.04, 0.04]
+        t.members[0].algo.set_hyperparams(min_updates_per_step=0.0)
+        t.members[1].algo.set_hyperparams(min_updates_per_step=0.5)
+        t.train()
+    finally:
+        t.close()
+    slow, fast = (m.algo.updates for m in t.members)
+    assert slow > 0 and fast == 4 * slow

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from evohpo.buffer import Batch
-from evohpo.config import ArchSpace
+from evohpo.config import AlgoConfig, ArchSpace
 from evohpo.envs.registry import EnvSpec
 from evohpo.lineage import MutationRecord
 from evohpo.networks import MLP
@@ -32,6 +32,9 @@ class Hyperparams:
     learn_step: int
     tau: float
     expl_noise: float
+    # the fewest gradient steps per env step of the member's own (algo.min_updates_per_step
+    # at the start; evolvable where mutation.bounds.min_updates_per_step.mutate is on)
+    min_updates_per_step: float = AlgoConfig.min_updates_per_step
 
 
 class Algorithm(Protocol):

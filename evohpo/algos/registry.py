@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,8 @@ def initial_hyperparams(cfg: Config) -> Hyperparams:
     """A member's hyperparameters at the start of a run."""
     a = cfg.algo
     return Hyperparams(lr_actor=a.lr_actor, lr_critic=a.lr_critic, batch_size=a.batch_size,
-                       learn_step=a.learn_step, tau=a.tau, expl_noise=a.expl_noise)
+                       learn_step=a.learn_step, tau=a.tau, expl_noise=a.expl_noise,
+                       min_updates_per_step=a.min_updates_per_step)
 
 
 def _build_matd3(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algorithm:
@@ -58,7 +60,9 @@ def _build_matd3(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algor
 
 def _restore_matd3(cfg: Config, spec: EnvSpec, state: dict[str, Any],
                    device: Device) -> Algorithm:
-    return MATD3.from_state_dict(spec, switches(cfg), state, device)
+    # a state saved before a hyperparameter was a member's own: the run's config value
+    hp = {**dataclasses.asdict(initial_hyperparams(cfg)), **state["hp"]}
+    return MATD3.from_state_dict(spec, switches(cfg), {**state, "hp": hp}, device)
 
 
 _MATD3 = Entry(_build_matd3, _restore_matd3)

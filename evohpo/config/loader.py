@@ -311,6 +311,10 @@ def validate(cfg: Config) -> None:
         if whole and (math.ceil(b.min) > math.floor(b.max) or b.min < 1):
             raise ConfigError(f"config key 'mutation.bounds.{f.name}': [{b.min}, {b.max}] must "
                               "hold a whole number of at least 1")
+    rate = m.bounds.min_updates_per_step
+    if rate.min < 0 or rate.max > 1:
+        raise ConfigError(f"config key 'mutation.bounds.min_updates_per_step': [{rate.min:g}, "
+                          f"{rate.max:g}] must lie within [0, 1]")
     if m.bounds.batch_size.min > cfg.buffer.capacity:  # the max is clipped at the capacity
         raise ConfigError("config key 'mutation.bounds.batch_size.min': "
                           f"{m.bounds.batch_size.min:g} is larger than buffer.capacity "

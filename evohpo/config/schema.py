@@ -110,6 +110,11 @@ class HyperparamSpace:
     learn_step: Bound = _f(Bound(10, 400), "range of learn_step")
     tau: Bound = _f(Bound(1e-3, 0.1), "range of tau")
     expl_noise: Bound = _f(Bound(0.0, 0.5, scale="linear"), "range of expl_noise")
+    min_updates_per_step: Bound = _f(
+        Bound(0.01, 0.25, mutate=False),
+        "range of min_updates_per_step, gradient steps per env step (within [0, 1]); off by "
+        "default: more updates cost wall time at the same env steps, so turn it on "
+        "(mutate: true) where the budget is env steps")
 
 
 @dataclass(frozen=True)

@@ -236,9 +236,8 @@ class LocalRuntime(Runtime):
                 m.learn_acc -= m.hp.learn_step
                 if not ready or len(self.buffer) < m.hp.batch_size:
                     continue
-                algo = self.cfg.algo
                 n = updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
-                                      algo.gradient_steps, algo.min_updates_per_step)
+                                      self.cfg.algo.gradient_steps, m.hp.min_updates_per_step)
                 for _ in range(n):
                     if m.diverged:
                         break
