@@ -51,8 +51,10 @@ from evohpo.report.compare import t95  # two-sided 95% t quantiles
 
 MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
 # every mode starts from the preset with these off, so that a mode means the same run whatever a
-# preset ships (the simple_adversary preset plays the heuristic; see benchmarks/README.md)
-PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0, "env.shaping": {}}
+# preset ships (the simple_adversary and simple_tag presets play the heuristic, and simple_tag's
+# takes five gradient steps per learn; see benchmarks/README.md)
+PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0, "env.shaping": {},
+                         "algo.gradient_steps": 1}
 # teams, in half of each slot's envs one team's member plays the scripted heuristic
 SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
 MODES: dict[str, dict[str, Any]] = {

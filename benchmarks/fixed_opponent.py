@@ -5,7 +5,8 @@
 
 The other team's agents are played inside the env (``make``: a PettingZoo ParallelEnv whose
 agents are the learning team only), so evohpo trains a one-team population of the preset's
-MATD3 against a fixed opponent. It separates "can the learner play this seat at all" from the
+MATD3 (with one gradient step per learn unless ``--set algo.gradient_steps=N``) against a fixed
+opponent. It separates "can the learner play this seat at all" from the
 league: in a league the opponents change as they learn. ``--shaping c`` adds the learning
 team's potential-based shaping of ``env.shaping`` (:class:`evohpo.shaping.Shaping`, the same
 code) inside the env with coefficient ``c``; every run's champion is then scored on the env's
@@ -15,7 +16,9 @@ own rewards, on ``--episodes`` fresh episodes, beside the heuristic in the same 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -103,6 +106,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a key of the preset (repeatable), as `evohpo train --set`")
     ap.add_argument("--tag", default="", help="suffix of the run directories (for --set runs)")
+    ap.add_argument("--extend", metavar="DIR",
+                    help="a --out of shorter runs (same --tag): each run is that run copied and "
+                         "resumed up to --steps (the same run, as it resumes exactly)")
     args = ap.parse_args()
     os.environ.setdefault("WANDB_MODE", "disabled")
     from evohpo import api
@@ -117,8 +123,18 @@ def main() -> None:
         for c in (float(x) for x in args.shaping.split(",")):
             d = Path(args.out) / f"{args.learn}-c{c:g}{args.tag}-s{seed}"
             t0 = time.perf_counter()
-            if not (d / "checkpoints" / "best.pt").exists():
+            if steps_done(d) >= args.steps:
+                pass  # finished: scored again
+            elif args.extend:
+                shutil.rmtree(d, ignore_errors=True)
+                shutil.copytree(Path(args.extend) / d.name, d)
+                api.resume(d, steps=args.steps)
+            else:
                 cfg = C.read_yaml(preset_path("matd3", "simple_tag"))  # all but the env
+                # one gradient step per learn, as measured before the preset took five; the
+                # heuristic opponent is the env's own here
+                cfg["algo"] = {**cfg["algo"], "gradient_steps": 1}
+                cfg["population"] = {**cfg["population"], "scripted_opponents": 0.0}
                 cfg["env"] = {**cfg["env"], "name": "fixed_opponent:make", "pool": "sync",
                               "kwargs": {"learn": args.learn, "shaping": c}}
                 api.train(cfg, steps=args.steps, seed=seed, run_dir=d, overwrite=True,
@@ -126,6 +142,15 @@ def main() -> None:
             champ, sd, ref = evaluate(d, args.learn, args.episodes, 10**6 + seed)
             print(f"| {seed} | {c:g} | {champ:.1f} +- {sd:.1f} | {ref:.1f} | "
                   f"{time.perf_counter() - t0:.0f} |", flush=True)
+
+
+def steps_done(d: Path) -> int:
+    """The env steps run ``d`` has trained (0: none)."""
+    m = d / "metrics.jsonl"
+    if not (d / "checkpoints" / "best.pt").exists() or not m.exists():
+        return 0
+    lines = m.read_text().splitlines()
+    return int(json.loads(lines[-1])["env_steps"]) if lines else 0
 
 
 def evaluate(d: Path, learn: str, episodes: int, seed: int) -> tuple[float, float, float]:

@@ -20,8 +20,9 @@ hyperparameters for the env). Variants: ``tournament`` (evolution as shipped), `
 (PBT, a member replaceable after one window), ``ready`` (PBT, a member replaceable only after 5
 windows of its own training; both without ``evolution.explore_kept``), ``explore`` (``ready``
 with ``evolution.explore_kept``, the default: a ready bottom member within the noise explores
-in place), ``fixed`` (selection off, no mutation: from ``sample`` this is random search),
-``select`` (tournament selection without mutation).
+in place), ``rate`` (``explore`` that also searches each member's gradient steps per env step,
+``mutation.bounds.min_updates_per_step``), ``fixed`` (selection off, no mutation: from
+``sample`` this is random search), ``select`` (tournament selection without mutation).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
               "evolution.explore_kept": False},
     "explore": {"evolution.strategy": "truncation", "evolution.ready": 5,
                 "evolution.explore_kept": True},
+    "rate": {"evolution.strategy": "truncation", "evolution.ready": 5,
+             "evolution.explore_kept": True, "mutation.bounds.min_updates_per_step.mutate": True},
     "fixed": {"evolution.strategy": "independent", **NO_MUTATION},
     "select": {"evolution.strategy": "tournament", **NO_MUTATION},
 }

@@ -24,7 +24,7 @@ from tests.test_trainer import TINY, read_jsonl
 
 TEAMS = ("predators", "prey")
 TAG_ARGS = ["--algo", "matd3", "--env", "simple_tag", "--quiet", "--steps", "96",
-            "--set", "env.pool=sync", "--set", "env.num_envs=2", "--set", "population.size=2",
+            "--set", "env.pool=sync", "--set", "env.num_envs=4", "--set", "population.size=2",
             "--set", "evolution.evo_steps=16", "--set", "evolution.learning_delay=0",
             "--set", "algo.batch_size=8", "--set", "algo.learn_step=4", "--set", "algo.hidden=[16]",
             "--set", "eval.episodes=1", "--set", "eval.reference_episodes=1",
