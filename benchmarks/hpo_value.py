@@ -50,16 +50,15 @@ STARTS: dict[str, dict[str, Any]] = {
 }
 NO_MUTATION = {"mutation.none": 1, "mutation.hyperparameters": 0, "mutation.weights": 0,
                "mutation.architecture": 0, "mutation.activation": 0}
+EXPLORE = {"evolution.strategy": "truncation", "evolution.ready": 5, "evolution.explore_kept": True}
 VARIANTS: dict[str, dict[str, Any]] = {
     "tournament": {"evolution.strategy": "tournament"},
     "truncation": {"evolution.strategy": "truncation", "evolution.ready": 1,
                    "evolution.explore_kept": False},
     "ready": {"evolution.strategy": "truncation", "evolution.ready": 5,
               "evolution.explore_kept": False},
-    "explore": {"evolution.strategy": "truncation", "evolution.ready": 5,
-                "evolution.explore_kept": True},
-    "rate": {"evolution.strategy": "truncation", "evolution.ready": 5,
-             "evolution.explore_kept": True, "mutation.bounds.min_updates_per_step.mutate": True},
+    "explore": EXPLORE,
+    "rate": {**EXPLORE, "mutation.bounds.min_updates_per_step.mutate": True},
     "fixed": {"evolution.strategy": "independent", **NO_MUTATION},
     "select": {"evolution.strategy": "tournament", **NO_MUTATION},
 }

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from evohpo.algos.registry import initial_hyperparams
 from evohpo.config import ArchSpace, Bound, Config, HyperparamSpace
 
 INT_HPS = ("batch_size", "learn_step")
@@ -71,10 +72,7 @@ def starts(cfg: Config, rng: np.random.Generator) -> list[Start]:
     """Every member's start: the preset (``population.init: preset``), or a Latin hypercube
     over the search space (``sample``; with ``population.keep_preset`` member 0 is the preset)."""
     a, p, m = cfg.algo, cfg.population, cfg.mutation
-    preset = Start({"lr_actor": a.lr_actor, "lr_critic": a.lr_critic, "batch_size": a.batch_size,
-                    "learn_step": a.learn_step, "tau": a.tau, "expl_noise": a.expl_noise,
-                    "min_updates_per_step": a.min_updates_per_step},
-                   list(a.hidden), False)
+    preset = Start(dataclasses.asdict(initial_hyperparams(cfg)), list(a.hidden), False)
     if p.init == "preset":
         return [preset] * p.size
     names = mutable(m.bounds)

@@ -331,8 +331,7 @@ class MATD3:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load a state; networks (and optimizers) are rebuilt first if its architecture differs."""
-        # keys an older state lacks keep this member's value
-        self.hp = Hyperparams(**{**dataclasses.asdict(self.hp), **state["hp"]})
+        self.hp = Hyperparams(**state["hp"])
         if "arch" in state and state["arch"] != self.arch():
             # weights overwritten below
             self._build_networks(state["arch"], torch.Generator().manual_seed(0))
