@@ -102,7 +102,8 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
           extra: dict[str, Any], extend: Path | None = None) -> dict[str, Any]:
     """One run; with ``extend``, the same run of fewer steps there is copied and resumed up to
     ``steps`` (a run resumes exactly, so this is the run of ``steps`` from the start), keeping
-    the champions it already holds of this run's marks."""
+    the champions it already holds of this run's marks; an extension stopped part way goes on
+    from its own last checkpoint."""
     from evohpo import api
     from evohpo.playback import run_config
 
@@ -125,6 +126,12 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
     if src is None:
         api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
                   run_dir=d, overwrite=True, callbacks=callbacks)
+    elif (d / "checkpoints" / "latest.pt").exists() and run_config(d).steps == steps:
+        # this extension was stopped part way: it goes on from its own last checkpoint
+        from evohpo import checkpoint
+
+        if checkpoint.load_latest(d)[0]["env_steps"] < steps:
+            api.resume(d, callbacks=callbacks)
     else:
         shorter = cfg.steps
         if d.exists():
