@@ -74,9 +74,9 @@ def main() -> None:
         members = sorted({int(k.split("/")[1]) for k in last
                           if k.startswith("member/") and k.endswith("/fitness")})
         print("\nfinal population")
-        for m in members:
-            print(f"  member {m:>4} fitness {last[f'member/{m}/fitness']:>8.2f}  "
-                  f"{arch_of(last, m)}")
+        for mid in members:
+            print(f"  member {mid:>4} fitness {last[f'member/{mid}/fitness']:>8.2f}  "
+                  f"{arch_of(last, mid)}")
     elif metrics:
         print("\n(metrics.jsonl has no member/<id>/hidden/... keys: an older run; lineage only)")
 

@@ -144,7 +144,7 @@ def run_agilerl(steps: int, seed: int) -> tuple[list[dict[str, float]], Any]:
     start = [0.0]
     elite: list[Any] = [None]
 
-    class Recording(loop.Population):  # type: ignore[misc,name-defined]
+    class Recording(loop.Population):
         """Records each generation's fitness and step count as AgileRL reports them, and keeps
         a copy of the generation's best member (the loop goes on to select and mutate)."""
 

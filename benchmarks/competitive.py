@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from evohpo.config import parse_dotted
 from evohpo.report.compare import t95  # two-sided 95% t quantiles
 
 MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
@@ -280,11 +281,7 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    extra: dict[str, Any] = {}
-    for text in args.set:
-        key, _, value = text.partition("=")
-        extra[key] = json.loads(value) if value[:1] in "[{0123456789-" or value in (
-            "true", "false", "null") else value
+    extra = dict(parse_dotted(text) for text in args.set)  # read as YAML, as `evohpo --set`
     envs, seeds = args.env.split(","), [int(s) for s in args.seeds.split(",")]
     log = out / "runs.jsonl"
     done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from evohpo.config import parse_dotted
 from evohpo.report.compare import t95  # two-sided 95% t quantiles
 
 STARTS: dict[str, dict[str, Any]] = {
@@ -169,8 +170,9 @@ def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
         gap = np.array([cell[s]["reeval"] - cell[s]["reported"] for s in seeds])
         diff = paired(reeval((start, variant)), reeval((start, reference))) \
             if variant != reference else ""
-        after = [(cell[s].get("after_40_min_best"), cell[s].get("after_40_min_mean"))
-                 for s in seeds if cell[s].get("after_40_min_best") is not None]
+        after: list[tuple[float, float]] = [
+            (cell[s]["after_40_min_best"], cell[s]["after_40_min_mean"])
+            for s in seeds if cell[s].get("after_40_min_best") is not None]
         low = (f"{min(a for a, _ in after):.1f} / {min(b for _, b in after):.1f} "
                f"({len(after)} reached)") if after else "never reached -40"
         rc = np.array([cell[s]["reported"] - cell[s]["recheck"] for s in seeds
@@ -185,8 +187,8 @@ def summarize(rows: list[dict[str, Any]], reference: str, out: Path,
     if compare:
         print("\n| comparison | paired diff (mean, 95% CI) |\n|---|---|")
         for c in compare:
-            a, b = (tuple(x.split("/")) for x in c.split(":"))
-            print(f"| {'/'.join(a)} - {'/'.join(b)} | {paired(reeval(a), reeval(b))} |")
+            (a1, a2), (b1, b2) = (x.split("/") for x in c.split(":"))
+            print(f"| {a1}/{a2} - {b1}/{b2} | {paired(reeval((a1, a2)), reeval((b1, b2)))} |")
 
 
 def main() -> None:
@@ -221,11 +223,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     log = out / "results.jsonl"
     done = read_jsonl(log)
-    extra: dict[str, Any] = {}
-    for text in args.set:
-        key, _, value = text.partition("=")
-        extra[key] = json.loads(value) if value[:1] in "[{0123456789-" or value in (
-            "true", "false", "null") else value
+    extra = dict(parse_dotted(text) for text in args.set)  # read as YAML, as `evohpo --set`
     key = (args.env, args.algo, args.steps)
     have = {(r["start"], r["variant"], r["seed"]) for r in done
             if (r["env"], r["algo"], r["steps"]) == key}
@@ -260,9 +258,9 @@ def main() -> None:
         dirs = [(d, seed) for d, seed in dirs if d.name not in have_check]
         with ProcessPoolExecutor(args.jobs) as pool:
             jobs = [pool.submit(recheck, d, seed, args.recheck) for d, seed in dirs]
-            for fut in as_completed(jobs):
+            for done_check in as_completed(jobs):
                 with open(out / "recheck.jsonl", "a") as f:
-                    f.write(json.dumps(fut.result()) + "\n")
+                    f.write(json.dumps(done_check.result()) + "\n")
     print(f"\n{args.env}, {args.algo}, {args.steps:,} env steps; the final best.pt member "
           f"re-evaluated on {args.episodes} fresh episodes")
     if args.score == "recheck":

@@ -41,7 +41,7 @@ def bench(algo: str, env: str, act_envs: int, batch: int, hidden: list[int],
     cfg = C.load([{"algo": {"name": algo, "hidden": hidden, "batch_size": batch},
                    "env": {"name": env}}])
     spec = probe(cfg.env.name, cfg.env.kwargs)
-    m = make_population(cfg, spec, np.random.default_rng(0), torch.device("cpu"))[0]
+    m = make_population(cfg, spec, np.random.default_rng(0), torch.device("cpu"))[0][0]
     assert m.hp.batch_size == initial_hyperparams(cfg).batch_size
     rng = np.random.default_rng(1)
     buf = ReplayBuffer(spec, 10_000)

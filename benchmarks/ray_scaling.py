@@ -17,6 +17,7 @@ between the driver and the actors.
 from __future__ import annotations
 
 import argparse
+import logging
 import pickle
 import time
 from typing import Any
@@ -83,7 +84,7 @@ def main() -> None:
     args = ap.parse_args()
     import ray
 
-    ray.init(num_cpus=args.cpus, include_dashboard=False, logging_level="error",
+    ray.init(num_cpus=args.cpus, include_dashboard=False, logging_level=logging.ERROR,
              log_to_driver=False)
     print(f"machine: {machine()}; local Ray instance with {args.cpus} CPUs")
     row = ReplayBuffer.bytes_for(probe(args.env, config(args, 0).env.kwargs), 1)

@@ -204,8 +204,8 @@ def deep_merge(base: dict[str, Any], upd: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_override(text: str) -> dict[str, Any]:
-    """'a.b.c=value' -> {'a': {'b': {'c': value}}}; the value is read as YAML."""
+def parse_dotted(text: str) -> tuple[str, Any]:
+    """'a.b.c=value' -> ('a.b.c', value); the value is read as YAML."""
     if "=" not in text:
         raise ConfigError(f"--set {text!r}: expected dotted.key=value, e.g. algo.lr_actor=3e-4")
     key, raw = text.split("=", 1)
@@ -217,6 +217,12 @@ def parse_override(text: str) -> dict[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    return key, value
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """'a.b.c=value' -> {'a': {'b': {'c': value}}}; the value is read as YAML."""
+    key, value = parse_dotted(text)
     out: dict[str, Any] = {}
     cur = out
     parts = key.split(".")
