@@ -32,19 +32,21 @@ def per_call_us(fn, n: int) -> float:
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # a GPU's work is asynchronous: count it all
         best = min(best, (time.perf_counter() - t0) / n)
     return best * 1e6
 
 
 def bench(algo: str, env: str, act_envs: int, batch: int, hidden: list[int],
-          n: int) -> dict[str, float]:
+          n: int, device: str = "cpu") -> dict[str, float]:
     cfg = C.load([{"algo": {"name": algo, "hidden": hidden, "batch_size": batch},
                    "env": {"name": env}}])
     spec = probe(cfg.env.name, cfg.env.kwargs)
-    m = make_population(cfg, spec, np.random.default_rng(0), torch.device("cpu"))[0][0]
+    m = make_population(cfg, spec, np.random.default_rng(0), torch.device(device))[0][0]
     assert m.hp.batch_size == initial_hyperparams(cfg).batch_size
     rng = np.random.default_rng(1)
-    buf = ReplayBuffer(spec, 10_000)
+    buf = ReplayBuffer(spec, 10_000, device=device)
     rows = 10_000
     obs = {a: rng.normal(size=(rows, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
     nxt = {a: rng.normal(size=(rows, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
@@ -71,15 +73,17 @@ def main() -> None:
     p.add_argument("--hidden", default="64,64")
     p.add_argument("-n", type=int, default=300, help="learn calls per timing (act calls: 10x)")
     p.add_argument("--torch-threads", type=int, default=1)
+    p.add_argument("--device", default="cpu",
+                   help="cpu, cuda or cuda:N (networks and replay memory)")
     args = p.parse_args()
     torch.set_num_threads(args.torch_threads)
     hidden = [int(h) for h in args.hidden.split(",")]
     print(f"batch {args.batch}, hidden {hidden}, act on {args.act_envs} envs, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+          f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.device}")
     print(f"{'env':<26}{'algo':<8}{'act us':>10}{'sample us':>11}{'learn us':>10}")
     for env in args.env.split(","):
         for algo in args.algos.split(","):
-            r = bench(algo, env, args.act_envs, args.batch, hidden, args.n)
+            r = bench(algo, env, args.act_envs, args.batch, hidden, args.n, args.device)
             print(f"{env:<26}{algo:<8}{r['act_us']:>10.1f}{r['sample_us']:>11.1f}{r['learn_us']:>10.1f}",
                   flush=True)
 

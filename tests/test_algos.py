@@ -175,3 +175,23 @@ def test_learns_known_optimum(algo: str) -> None:
     act, _ = m.act(obs, None)
     np.testing.assert_allclose(act["mover"], 0.7, atol=0.1)
     assert np.all(act["picker"][:, 0] == 2)
+
+
+def test_a_state_saved_on_a_gpu_loads_on_a_cpu() -> None:
+    """A CUDA generator's state (Philox: seed, offset) does not fit a CPU generator: a member
+    trained on a GPU must still load on a CPU (eval, export, resume), its noise stream reseeded
+    from the saved seed. Made here by hand, as this machine may have no GPU."""
+    spec = hetero_spec(False)
+    m = MATD3(spec, HP, switches("matd3"), [16], "relu", seed=3)
+    state = m.state_dict()
+    philox = torch.tensor(list((1234).to_bytes(8, "little") + (40).to_bytes(8, "little")),
+                          dtype=torch.uint8)
+    loaded = MATD3.from_state_dict(spec, m.sw, {**state, "gen": philox})
+    assert loaded.gen.initial_seed() == 1234
+    obs = {a: np.ones((4, spec[a].obs_dim), np.float32) for a in spec.agents}
+    assert all(np.array_equal(m.act(obs, None)[0][a], loaded.act(obs, None)[0][a])
+               for a in spec.agents)
+    # a state of its own device type loads as it is: the stream goes on where it was
+    torch.rand(3, generator=m.gen)
+    again = MATD3.from_state_dict(spec, m.sw, m.state_dict())
+    assert torch.equal(torch.rand(5, generator=again.gen), torch.rand(5, generator=m.gen))

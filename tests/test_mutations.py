@@ -618,7 +618,7 @@ def test_mutations_on_cuda() -> None:
     sp = spec("continuous")
     m = MATD3(sp, HP, Switches(**ALGOS["matd3"]), [8, 8], "elu", seed=0, device="cuda")
     b = batch_of(sp)
-    b = Batch(*({a: v.cuda() for a, v in part.items()} for part in b))
+    b = Batch(*(None if part is None else {a: v.cuda() for a, v in part.items()} for part in b))
     m.learn(b)
     x = {a: torch.randn(16, sp[a].obs_dim, device="cuda") for a in sp.agents}
     with torch.no_grad():
@@ -639,6 +639,11 @@ def test_mutations_on_cuda() -> None:
     state = m.state_dict()
     assert MATD3.from_state_dict(sp, m.sw, state, "cuda").arch() == m.arch()
     assert dataclasses.asdict(m.hp) == state["hp"]
+    on_cpu = MATD3.from_state_dict(sp, m.sw, state, "cpu")  # a GPU run evaluated on a CPU
+    obs = {a: x[a].cpu().numpy() for a in sp.agents}
+    for a in sp.agents:
+        np.testing.assert_allclose(on_cpu.act(obs, None)[0][a], m.act(obs, None)[0][a],
+                                   rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("activation", ["relu", "elu", *sorted(PAIRED)])

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from evohpo.algos import arch_mutations, optim
 from evohpo.algos.base import Actions, Hyperparams
 from evohpo.algos.explore import Part, explore
+from evohpo.algos.generators import generator_state
 from evohpo.algos.switches import Switches
 from evohpo.buffer import Batch
 from evohpo.config import ArchSpace
@@ -351,7 +352,8 @@ class MATD3:
         self.actor_version += 1
         self.updates = int(state["updates"])
         self.learners = tuple(state.get("learners", self.agents))  # older states: all of them
-        self.gen.set_state(state["gen"])
+        # a state saved on another device type (a GPU run evaluated on a CPU) reseeds
+        self.gen.set_state(generator_state(state["gen"], self.device))
         self.ou_state = {a: torch.as_tensor(x).numpy().astype(np.float32)  # arrays or tensors
                          for a, x in state["ou_state"].items()}
 

@@ -29,10 +29,11 @@ import torch
 
 from evohpo import checkpoint
 from evohpo import config as C
+from evohpo.algos.generators import generator_fits
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.checkpoint import map_tree, rng_from
 from evohpo.distributed import ActorLost, connect, group, require_ray, resolve_resources
-from evohpo.distributed.group import MemberGroup, generator_fits, group_config, member_state
+from evohpo.distributed.group import MemberGroup, group_config, member_state
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolution import MutationRecord

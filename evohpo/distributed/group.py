@@ -11,7 +11,6 @@ a driver without a GPU can take a state dict from an actor with one.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import platform
@@ -22,6 +21,7 @@ import torch
 
 from evohpo import config as C
 from evohpo.algos import restore_algo
+from evohpo.algos.generators import generator_state
 from evohpo.buffer import ReplayBuffer
 from evohpo.checkpoint import map_tree
 from evohpo.envs import spec_for
@@ -60,33 +60,6 @@ def group_config(cfg: C.Config, num_actors: int, gpus: float = 0.0) -> C.Config:
 
 def to_cpu(obj: Any) -> Any:
     return map_tree(obj, lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x)
-
-
-def generator_fits(state: torch.Tensor, device: torch.device) -> bool:
-    """Whether a torch.Generator state loads on ``device`` (a state fits its own device type
-    only)."""
-    try:
-        torch.Generator(device=device).set_state(state)
-    except RuntimeError:
-        return False
-    return True
-
-
-def generator_state(state: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """``state`` if it fits ``device``; else a generator of ``device`` seeded with the state's seed.
-
-    A member cloned on the (CPU) driver for a GPU actor: its stream restarts from the same seed.
-    """
-    if generator_fits(state, device):
-        return state
-    seed = 0
-    for other in ("cpu", "cuda"):
-        with contextlib.suppress(RuntimeError):
-            g = torch.Generator(device=other)
-            g.set_state(state)
-            seed = g.initial_seed()
-            break
-    return torch.Generator(device=device).manual_seed(seed).get_state()
 
 
 def opponent_state(opponent: Opponent) -> Any:
