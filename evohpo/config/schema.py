@@ -315,7 +315,9 @@ class DistributedConfig:
 class Config:
     seed: int = _f(0, "one seed for every random stream", lo=0)
     steps: int = _f(2_000_000, "budget: env steps for the whole population", lo=1)
-    device: str = _f("auto", "auto, cpu, cuda or cuda:N")
+    device: str = _f(
+        "auto", "auto (cuda when there is a GPU), cpu, cuda or cuda:N; at the presets' sizes "
+        "the CPU is faster (benchmarks/README.md)")
     torch_threads: int = _f(
         0, "torch intra-op threads (0 = auto: one; raise it for large networks)", lo=0)
     env: EnvConfig = _f(EnvConfig(), "environment and vector pool")
