@@ -14,7 +14,7 @@ from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches, optim
 from evohpo.algos.acting import PopulationActor
 from evohpo.algos.arch_mutations import apply_edits
 from evohpo.algos.explore import squash
-from evohpo.algos.inputs import LearnInputs
+from evohpo.algos.matd3 import LearnInputs
 from evohpo.buffer import ReplayBuffer
 from evohpo.evolution import mutate_weights
 from evohpo.networks import ACTIVATIONS, MLP, add_nodes, numpy_activation

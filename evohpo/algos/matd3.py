@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,14 +26,34 @@ from evohpo.algos import arch_mutations, optim
 from evohpo.algos.base import Actions, Hyperparams
 from evohpo.algos.explore import Part, explore
 from evohpo.algos.generators import generator_state
-from evohpo.algos.grouped import forward_many
-from evohpo.algos.inputs import LearnInputs
 from evohpo.algos.switches import Switches
 from evohpo.buffer import Batch
 from evohpo.config import ArchSpace
 from evohpo.envs.registry import EnvSpec
 from evohpo.lineage import MutationRecord
 from evohpo.networks import MLP, polyak_update
+
+
+@dataclass
+class LearnInputs:
+    """What every agent's losses of one update share."""
+
+    batch: Batch
+    obs_all: torch.Tensor          # [B, sum obs_dim]
+    act_all: list[torch.Tensor]    # per agent [B, act_dim], from the buffer
+    critic_in: torch.Tensor        # [B, sum obs_dim + sum act_dim]
+    targets: dict[str, torch.Tensor]
+    masks: list[torch.Tensor]      # per agent [B]: 1 where it acted (one that left teaches nothing)
+    denoms: list[torch.Tensor]
+
+    @classmethod
+    def of(cls, algo: MATD3, batch: Batch) -> LearnInputs:
+        agents = algo.agents
+        obs_all = torch.cat([batch.obs[a] for a in agents], dim=1)
+        act_all = [batch.actions[a] for a in agents]
+        masks = [batch.alive[a] for a in agents]
+        return cls(batch, obs_all, act_all, torch.cat([obs_all, *act_all], dim=1),
+                   algo.td_targets(batch), masks, [m.sum().clamp(min=1.0) for m in masks])
 
 
 class MATD3:
@@ -135,10 +156,10 @@ class MATD3:
         return x
 
     # ------------------------------------------------------------------ learning
-    def _policy_action(self, agent: str, out: torch.Tensor, smooth: bool) -> torch.Tensor:
-        """A target action for the critic's input from a target actor's output ``out``
-        (deterministic, optionally smoothed)."""
+    def _policy_action(self, agent: str, obs: torch.Tensor, net: MLP, smooth: bool) -> torch.Tensor:
+        """A target action for the critic's input (deterministic, optionally smoothed)."""
         s = self.spec[agent]
+        out = net(obs)
         sigma = self.sw.target_noise if smooth else 0.0
         if sigma > 0:
             noise = torch.randn(out.shape, generator=self.gen, device=out.device) * sigma
@@ -151,10 +172,10 @@ class MATD3:
             act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
         return act
 
-    def _train_action(self, agent: str, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A differentiable action for the actor loss from the actor's output ``out``, and that
-        raw output (for regularisation)."""
+    def _train_action(self, agent: str, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A differentiable action for the actor loss, and the raw output (for regularisation)."""
         s = self.spec[agent]
+        out = self.actors[agent](obs)
         if not s.discrete:
             return _squash_t(out, s.low, s.high), out
         u = torch.rand(out.shape, generator=self.gen, device=out.device).clamp_(1e-10, 1.0 - 1e-7)
@@ -175,19 +196,15 @@ class MATD3:
                              "others' next actions (a replay memory that keeps them)")
         with torch.no_grad():
             next_obs_all = torch.cat([batch.next_obs[a] for a in self.agents], dim=1)
-            own = [a for a in self.agents if a in self.learners or batch.next_actions is None]
-            outs = dict(zip(own, forward_many([self.actor_targets[a] for a in own],
-                                              [batch.next_obs[a] for a in own]), strict=True))
-            played = batch.next_actions or {}  # the others' next actions, as they played
-            next_act = torch.cat([self._policy_action(a, outs[a], smooth=True) if a in outs
-                                  else played[a] for a in self.agents], dim=1)
+            next_act = torch.cat([self._policy_action(a, batch.next_obs[a], self.actor_targets[a],
+                                                      smooth=True)
+                                  if a in self.learners or batch.next_actions is None
+                                  else batch.next_actions[a] for a in self.agents], dim=1)
             target_in = torch.cat([next_obs_all, next_act], dim=1)
-            qs = iter(forward_many([t for a in self.learners for t in self.critic_targets[a]],
-                                   target_in))
             out = {}
             for a in self.learners:
-                q_next = torch.stack([next(qs).squeeze(1)
-                                      for _ in self.critic_targets[a]]).min(0).values
+                q_next = torch.stack([t(target_in).squeeze(1)
+                                      for t in self.critic_targets[a]]).min(0).values
                 out[a] = batch.rewards[a] + self.sw.gamma * (1.0 - batch.terminated[a]) * q_next
             return out
 
@@ -200,15 +217,16 @@ class MATD3:
         clipped and stepped on their own.
         """
         agents = self.learners
+        idx = [self.agents.index(a) for a in agents]
         inputs = LearnInputs.of(self, batch)
         self.updates += 1
         update_actor = self.updates % self.sw.policy_delay == 0
-        critic_losses = self.critic_losses(inputs)
+        critic_losses = [self.critic_loss(i, inputs) for i in idx]
         self._step([self.critic_opts[a] for a in agents], critic_losses)
         metrics = {f"critic_loss/{a}": loss.item()
                    for a, loss in zip(agents, critic_losses, strict=True)}
         if update_actor:
-            actor_losses = self.actor_losses(inputs)
+            actor_losses = [self.actor_loss(i, inputs) for i in idx]
             self._step([self.actor_opts[a] for a in agents], actor_losses)
             self.actor_version += 1
             metrics.update({f"actor_loss/{a}": loss.item()
@@ -216,51 +234,24 @@ class MATD3:
             self.update_targets()
         return metrics
 
-    def critic_loss(self, i: int, x: LearnInputs, qs: list[torch.Tensor] | None = None
-                    ) -> torch.Tensor:
-        """Agent i's critics: masked mean squared TD error, summed over its critics (their
-        outputs ``qs`` on ``x.critic_in``, when given)."""
+    def critic_loss(self, i: int, x: LearnInputs) -> torch.Tensor:
+        """Agent i's critics: masked mean squared TD error, summed over its critics."""
         a = self.agents[i]
         y, mask = x.targets[a], x.masks[i]
-        qs = qs or [c(x.critic_in) for c in self.critics[a]]
-        return torch.stack([(mask * (q.squeeze(1) - y).pow(2)).sum()
-                            for q in qs]).sum() / x.denoms[i]
-
-    def critic_losses(self, x: LearnInputs) -> list[torch.Tensor]:
-        """:meth:`critic_loss` of every learner, the critics of one shape run together."""
-        qs = iter(forward_many([c for a in self.learners for c in self.critics[a]], x.critic_in))
-        return [self.critic_loss(self.agents.index(a), x, [next(qs) for _ in self.critics[a]])
-                for a in self.learners]
+        return torch.stack([(mask * (c(x.critic_in).squeeze(1) - y).pow(2)).sum()
+                            for c in self.critics[a]]).sum() / x.denoms[i]
 
     def actor_loss(self, i: int, x: LearnInputs) -> torch.Tensor:
         """Agent i's actor: -Q_i1 of its own (differentiable) action with the other agents'
         actions from the buffer, as in MADDPG's policy gradient; plus a small penalty on its raw
         outputs."""
         a = self.agents[i]
-        act_i, raw = self._train_action(a, self.actors[a](x.batch.obs[a]))
-        return self._actor_objective(i, x, self.critics[a][0](self._joint(i, x, act_i)), raw)
-
-    def actor_losses(self, x: LearnInputs) -> list[torch.Tensor]:
-        """:meth:`actor_loss` of every learner (the same random draws, in the same order), the
-        actors and critics of one shape run together."""
-        idx = [self.agents.index(a) for a in self.learners]
-        outs = forward_many([self.actors[a] for a in self.learners],
-                            [x.batch.obs[a] for a in self.learners])
-        acts = [self._train_action(a, out) for a, out in zip(self.learners, outs, strict=True)]
-        qs = forward_many([self.critics[a][0] for a in self.learners],
-                          [self._joint(i, x, act) for i, (act, _) in zip(idx, acts, strict=True)])
-        return [self._actor_objective(i, x, q, raw)
-                for i, q, (_, raw) in zip(idx, qs, acts, strict=True)]
-
-    @staticmethod
-    def _joint(i: int, x: LearnInputs, act_i: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x.obs_all, *x.act_all[:i], act_i, *x.act_all[i + 1:]], dim=1)
-
-    def _actor_objective(self, i: int, x: LearnInputs, q: torch.Tensor,
-                         raw: torch.Tensor) -> torch.Tensor:
+        act_i, raw = self._train_action(a, x.batch.obs[a])
+        joint = torch.cat([x.obs_all, *x.act_all[:i], act_i, *x.act_all[i + 1:]], dim=1)
+        q = self.critics[a][0](joint).squeeze(1)
         mask = x.masks[i]
-        return ((-(mask * q.squeeze(1)).sum()
-                 + self.sw.action_reg * (mask * raw.pow(2).mean(1)).sum()) / x.denoms[i])
+        return ((-(mask * q).sum() + self.sw.action_reg * (mask * raw.pow(2).mean(1)).sum())
+                / x.denoms[i])
 
     def _step(self, opts: list[torch.optim.Optimizer], losses: list[torch.Tensor]) -> None:
         """One backward pass of all losses into the optimizers' parameters only, then clip and
