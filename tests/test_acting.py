@@ -252,3 +252,16 @@ def test_adam_falls_back_where_the_device_has_no_fused_kernel(
                      torch.device("cpu"))
     assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
     assert len(opt.param_groups[0]["params"]) == 4  # the parameters survived the failed first try
+
+
+def test_optimizer_step_takes_transposed_gradients() -> None:
+    """torch's fused CPU Adam steps the wrong elements for a non-contiguous gradient: the
+    learner's step hands it contiguous ones, so the layout of a gradient changes nothing."""
+    gen = torch.Generator().manual_seed(0)
+    p, q = (torch.nn.Parameter(torch.zeros(3, 4)) for _ in range(2))
+    o, r = (optim.adam([x], 0.1, torch.device("cpu")) for x in (p, q))
+    for _ in range(3):
+        g = torch.randn(4, 3, generator=gen).t()  # transposed: not contiguous
+        optim.step([o], [g.clone()], 0.05)
+        optim.step([r], [g.contiguous()], 0.05)
+        assert torch.equal(p, q)

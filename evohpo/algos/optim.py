@@ -61,6 +61,9 @@ def step(opts: Sequence[torch.optim.Optimizer], grads: Sequence[torch.Tensor | N
     the same options share one fused Adam call: it works tensor by tensor, so grouping them
     changes nothing in the result.
     """
+    # torch's fused CPU Adam reads a gradient's memory as if contiguous (seen on 2.13: a
+    # transposed gradient stepped the wrong elements): hand it contiguous ones only
+    grads = [g if g is None or g.is_contiguous() else g.contiguous() for g in grads]
     fused: dict[tuple[Any, ...], list[list[torch.Tensor]]] = {}
     at = 0
     for opt in opts:
