@@ -21,7 +21,6 @@ import torch
 
 from evohpo import config as C
 from evohpo.algos import restore_algo
-from evohpo.algos.generators import generator_state
 from evohpo.buffer import ReplayBuffer
 from evohpo.checkpoint import map_tree
 from evohpo.envs import spec_for
@@ -80,8 +79,7 @@ def restore_opponent(t: LocalRuntime, st: Any, scripted: Scripted | None) -> Opp
     if st == "heuristic":
         assert scripted is not None
         return scripted
-    return restore_algo(t.cfg, t.spec, {**st, "gen": generator_state(st["gen"], t.device)},
-                        t.device)
+    return restore_algo(t.cfg, t.spec, st, t.device)
 
 
 def member_state(m: Member) -> dict[str, Any]:
@@ -134,8 +132,7 @@ class MemberGroup:
         t = self.t
         members: list[Any] = list(t.members) or [None] * t.size
         for slot, st in states.items():
-            algo_state = {**st["algo"], "gen": generator_state(st["algo"]["gen"], t.device)}
-            algo = restore_algo(t.cfg, t.spec, algo_state, t.device)
+            algo = restore_algo(t.cfg, t.spec, st["algo"], t.device)
             members[slot] = member_from(st, algo)
         n = t.cfg.population.size  # teams: the driver sends each slot's members, team by team
         t.place(members, [[k * n + i for k in range(len(t.teams))] for i in range(n)]
