@@ -29,7 +29,8 @@ episodes per pairing (seed 10**6 + run seed):
    (``population.scripted_opponents: 1``: in half of each slot's envs one team's member plays
    the scripted heuristic; it also meets the joint run) and ``shaped`` (``scripted`` with
    ``env.shaping: {adversaries: 1}``: the simple_tag predators' training rewards get
-   potential-based shaping; it meets the scripted, teams and joint runs).
+   potential-based shaping; it meets the scripted, teams and joint runs) and ``updates``
+   (``scripted`` with ``algo.gradient_steps: 5``; it meets the scripted, teams and joint runs).
 Finished runs are kept and skipped when run again.
 """
 
@@ -79,7 +80,7 @@ TEAM_MODES = tuple(m for m in MODES if m != "joint")  # a population per team
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          ("shaped", "scripted"), ("shaped", "teams"), ("shaped", "joint"),
-         ("updates", "scripted"), ("updates", "teams"))  # head to head
+         ("updates", "scripted"), ("updates", "teams"), ("updates", "joint"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          "shaped": "scripted", "updates": "scripted"}
@@ -268,8 +269,9 @@ def main() -> None:
                          "(teams with population.scripted_opponents: 1), shaped (scripted, with "
                          "the simple_tag predators' env.shaping: {adversaries: 1}), updates "
                          "(scripted, with algo.gradient_steps: 5); head to head: teams, "
-                         "scripted and shaped vs joint, learned, elo, past, pbt, scripted, "
-                         "shaped and updates vs teams, shaped and updates vs scripted")
+                         "scripted, shaped and updates vs joint, learned, elo, past, pbt, "
+                         "scripted, shaped and updates vs teams, shaped and updates vs "
+                         "scripted")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
