@@ -210,10 +210,10 @@ def against_references(out: Path, env: str, seed: int, episodes: int,
 
     if heuristic_available(env):
         refs["heuristic"] = arena.reference("heuristic")
-    for f in MARKS:
-        p = d / "champions" / f"at{int(100 * f)}.pt"
-        if p.exists():
-            refs[f"gen {int(100 * f)}%"] = load(p, d)
+    # the earlier champions it kept (atN.pt: of the generation N% into the run)
+    kept = sorted((d / "champions").glob("at*.pt"), key=lambda p: int(p.stem[2:]))
+    for p in kept:
+        refs[f"gen {p.stem[2:]}%"] = load(p, d)
     rows = []
     for name, ref in refs.items():
         for t, (team, _) in enumerate(arena.teams):
