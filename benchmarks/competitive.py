@@ -30,7 +30,9 @@ episodes per pairing (seed 10**6 + run seed):
    the scripted heuristic; it also meets the joint run) and ``shaped`` (``scripted`` with
    ``env.shaping: {adversaries: 1}``: the simple_tag predators' training rewards get
    potential-based shaping; it meets the scripted, teams and joint runs) and ``updates``
-   (``scripted`` with ``algo.gradient_steps: 5``; it meets the scripted, teams and joint runs).
+   (``scripted`` with ``algo.gradient_steps: 5``; it meets the scripted, teams and joint runs)
+   and ``anchored`` (``scripted`` with ``eval.heuristic_weight: 0.5``: half of each member's
+   fitness from a match against the heuristic; it meets the scripted and joint runs).
 Finished runs are kept and skipped when run again.
 """
 
@@ -75,15 +77,18 @@ MODES: dict[str, dict[str, Any]] = {
     "shaped": {**SCRIPTED, "env.shaping": {"adversaries": 1.0}},
     # scripted, with five gradient steps where the preset takes one (0.2 per env step, not 0.04)
     "updates": {**SCRIPTED, "algo.gradient_steps": 5},
+    # scripted, with half of each member's fitness from a match against the heuristic
+    "anchored": {**SCRIPTED, "eval.heuristic_weight": 0.5},
 }
 TEAM_MODES = tuple(m for m in MODES if m != "joint")  # a population per team
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          ("shaped", "scripted"), ("shaped", "teams"), ("shaped", "joint"),
-         ("updates", "scripted"), ("updates", "teams"), ("updates", "joint"))  # head to head
+         ("updates", "scripted"), ("updates", "teams"), ("updates", "joint"),
+         ("anchored", "scripted"), ("anchored", "joint"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
-         "shaped": "scripted", "updates": "scripted"}
+         "shaped": "scripted", "updates": "scripted", "anchored": "scripted"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -268,9 +273,10 @@ def main() -> None:
                          "learned (teams with population.opponent_actions: learned), scripted "
                          "(teams with population.scripted_opponents: 1), shaped (scripted, with "
                          "the simple_tag predators' env.shaping: {adversaries: 1}), updates "
-                         "(scripted, with algo.gradient_steps: 5); head to head: teams, "
-                         "scripted, shaped and updates vs joint, learned, elo, past, pbt, "
-                         "scripted, shaped and updates vs teams, shaped and updates vs "
+                         "(scripted, with algo.gradient_steps: 5), anchored (scripted, with "
+                         "eval.heuristic_weight: 0.5); head to head: teams, scripted, shaped, "
+                         "updates and anchored vs joint, learned, elo, past, pbt, scripted, "
+                         "shaped and updates vs teams, shaped, updates and anchored vs "
                          "scripted")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)

@@ -86,6 +86,10 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
                 raise ConfigError(f"config key 'population.{key}': {value} needs a game of "
                                   "several teams and population.teams: auto; "
                                   f"{spec.name} plays as one team here; set it to 0")
+        if cfg.eval.heuristic_weight:
+            raise ConfigError(f"config key 'eval.heuristic_weight': {cfg.eval.heuristic_weight} "
+                              "needs a game of several teams and population.teams: auto; "
+                              f"{spec.name} plays as one team here; set it to 0")
         return None
     return [(name, tuple(agents)) for name, agents in teams.items()]
 

@@ -40,6 +40,7 @@ from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config, EvolutionConfig, MutationConfig
 from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
+from evohpo.errors import ConfigError
 from evohpo.evolution import MutationRecord, Offspring, next_generation
 from evohpo.play import Lineup, Policy, Score, Teams, episode_returns, episode_totals, eval_pool
 from evohpo.population import Member
@@ -88,6 +89,16 @@ class League:
             spec, cfg.env.name, cfg.env.kwargs,
             f"the scripted heuristic of config key 'population.scripted_opponents' ({p})",
             "set it to 0") if p else None)
+        # eval.heuristic_weight: part of the fitness from a match against the heuristic
+        w = cfg.eval.heuristic_weight
+        if w and cfg.eval.team_fitness != "return":
+            raise ConfigError(f"config key 'eval.heuristic_weight': {w} weighs team returns; "
+                              f"eval.team_fitness is {cfg.eval.team_fitness!r}: set it to "
+                              "return, or the weight to 0")
+        self.anchor = (heuristic_policy(
+            spec, cfg.env.name, cfg.env.kwargs,
+            f"the scripted heuristic of config key 'eval.heuristic_weight' ({w})",
+            "set it to 0") if w else None)
 
     # ----------------------------------------------------------------------------- training
     def slots(self, generation: int) -> list[list[int]]:
@@ -180,13 +191,30 @@ class League:
                 scores.append(Score.diverged(self.spec.agents))
                 continue
             both = {a: np.concatenate([r[a] for r in played[i]]) for a in self.spec.agents}
-            scores.append(Score.of(both, agents))
+            scores.append(self.anchored(m, Score.of(both, agents), seed)
+                          if self.anchor is not None else Score.of(both, agents))
         if self.cfg.eval.team_fitness == "elo":
             scores = self.rate(members, matches, team_returns, scores)
         self.last = {"matches": [[members[t * self.n + mt[t]].id for t in range(T)]
                                  for mt in matches],
                      "team_returns": team_returns.tolist()}
         return scores
+
+    def anchored(self, m: Member, cross: Score, seed: int) -> Score:
+        """``cross`` (the member's cross-play score) mixed with its team's return against the
+        scripted heuristic on the same episodes: ``eval.heuristic_weight`` of the fitness
+        from that match."""
+        assert self.anchor is not None
+        w, t = self.cfg.eval.heuristic_weight, self.team_index(m)
+        reset = getattr(self.anchor, "reset", None)
+        if reset is not None:
+            reset(seed)
+        lineup: Lineup = [(m.algo if u == t else self.anchor, agents)
+                          for u, (_, agents) in enumerate(self.teams)]
+        vs = episode_totals(episode_returns(lineup, self.pool, seed), self.teams[t][1])
+        se = float(vs.std(ddof=1) / np.sqrt(len(vs))) if len(vs) > 1 else float("nan")
+        return Score((1 - w) * cross.fitness + w * float(vs.mean()), cross.per_agent,
+                     float(np.hypot((1 - w) * cross.std_error, w * se)))
 
     def rate(self, members: list[Member], matches: list[tuple[int, ...]],
              team_returns: np.ndarray, scores: list[Score]) -> list[Score]:

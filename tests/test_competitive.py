@@ -119,6 +119,43 @@ def test_fitness_comes_only_from_the_members_own_team(monkeypatch: pytest.Monkey
     league.close()
 
 
+def test_heuristic_weight_mixes_the_match_against_the_heuristic_into_fitness(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tag_cfg(eval={"heuristic_weight": 0.25})
+    spec = spec_for(cfg.env)
+    teams = playing_teams(cfg, spec)
+    assert teams is not None
+    league = versus.League(cfg, spec, teams)
+    t = Trainer(cfg)
+    members = t.members
+    met: list[tuple[str, ...]] = []
+
+    def fake_returns(lineup: Any, pool: Any, seed: int) -> dict[str, np.ndarray]:
+        # a member's agents earn its id in cross-play and 100 more against the heuristic,
+        # whose own agents earn -7 (never anyone's fitness)
+        scripted = any(policy is league.anchor for policy, _ in lineup)
+        met.append(tuple("heuristic" if p is league.anchor else "member" for p, _ in lineup))
+        out = {}
+        for policy, agents in lineup:
+            m = next((m for m in members if m.algo is policy), None)
+            for a in agents:
+                out[a] = np.full(2, -7.0 if m is None else m.id + (100.0 if scripted else 0.0))
+        return out
+
+    monkeypatch.setattr(versus, "episode_returns", fake_returns)
+    scores = league.evaluate(members, seed=1)
+    for m, sc in zip(members, scores, strict=True):
+        size = 3 if m.team == "adversaries" else 1  # the team's agents
+        assert sc.fitness == pytest.approx(size * (m.id + 0.25 * 100))
+    # each of the two members per team met the heuristic once, in its own seat, beside the
+    # four cross-play matches of the round robin
+    assert met.count(("member", "heuristic")) == 2  # the predators' members
+    assert met.count(("heuristic", "member")) == 2  # the prey's members
+    assert met.count(("member", "member")) == 4
+    t.close()
+    league.close()
+
+
 def test_elo_fitness_is_the_rating(tmp_path: Path) -> None:
     _, t = run(tag_cfg(eval={"team_fitness": "elo"}), tmp_path)
     last = read_jsonl(tmp_path / "metrics.jsonl")[-1]
@@ -131,9 +168,10 @@ def test_elo_fitness_is_the_rating(tmp_path: Path) -> None:
 
 PAST = {"env": {"num_envs": 4}, "population": {"past_opponents": 2}}
 # past champions and the scripted heuristic as training opponents, and slots with neither; the
-# predators' training rewards shaped
+# predators' training rewards shaped; fitness half from a match against the heuristic
 MIXED = {"env": {"num_envs": 4, "shaping": {"adversaries": 1.0}},
-         "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
+         "population": {"past_opponents": 2, "scripted_opponents": 0.5},
+         "eval": {"heuristic_weight": 0.5}}
 SCRIPTED = {"env": {"num_envs": 4}, "population": {"scripted_opponents": 1.0}}
 
 
@@ -342,3 +380,16 @@ def test_scripted_opponents_config_errors(over: dict[str, Any], says: str) -> No
     with pytest.raises(ConfigError) as ei:
         Trainer(tag_cfg(**over)).close()
     assert "population.scripted_opponents" in str(ei.value) and says in str(ei.value)
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({"eval": {"heuristic_weight": 1.5}}, "1.5"),
+    ({"eval": {"heuristic_weight": 0.5}, "population": {"teams": "joint"}}, "several teams"),
+    ({"eval": {"heuristic_weight": 0.5, "team_fitness": "elo"}}, "'elo'"),
+    ({"eval": {"heuristic_weight": 0.5}, "env": {"name": "simple_world_comm", "num_envs": 4}},
+     "simple_world_comm"),
+])
+def test_heuristic_weight_config_errors(over: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        Trainer(tag_cfg(**over)).close()
+    assert "eval.heuristic_weight" in str(ei.value) and says in str(ei.value)

@@ -241,6 +241,10 @@ class EvalConfig:
     opponents: int = _f(
         0, "teams: opponents each member meets per evaluation, each match eval.episodes "
         "episodes (0: every member of the other team, round robin)", lo=0)
+    heuristic_weight: float = _f(
+        0.0, "teams: the share of a member's fitness that comes from a match against the env's "
+        "scripted heuristic (evohpo/references.py) on the same eval.episodes episodes, the rest "
+        "from cross-play (eval.team_fitness: return only); 0: cross-play alone", lo=0.0, hi=1.0)
     elo_k: float = _f(16.0, "teams: Elo K factor (rating points a match can move)",
                       lo=0, lo_open=True)
     reference_episodes: int = _f(
