@@ -86,13 +86,16 @@ def test_best_pt_holds_every_teams_champion(tmp_path: Path) -> None:
                 assert torch.equal(tensors["algo"]["actors"][a][k], v)
 
 
-def test_fitness_comes_only_from_the_members_own_team(monkeypatch: pytest.MonkeyPatch) -> None:
-    cfg = tag_cfg()
+def league_of(cfg: C.Config) -> tuple[versus.League, Trainer]:
+    """A league on ``cfg``'s teams and a trainer holding the members it scores."""
     spec = spec_for(cfg.env)
     teams = playing_teams(cfg, spec)
     assert teams is not None
-    league = versus.League(cfg, spec, teams)
-    t = Trainer(cfg)
+    return versus.League(cfg, spec, teams), Trainer(cfg)
+
+
+def test_fitness_comes_only_from_the_members_own_team(monkeypatch: pytest.MonkeyPatch) -> None:
+    league, t = league_of(tag_cfg())
     members = t.members
     bonus = {"value": 0.0}
 
@@ -121,12 +124,7 @@ def test_fitness_comes_only_from_the_members_own_team(monkeypatch: pytest.Monkey
 
 def test_heuristic_weight_mixes_the_match_against_the_heuristic_into_fitness(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    cfg = tag_cfg(eval={"heuristic_weight": 0.25})
-    spec = spec_for(cfg.env)
-    teams = playing_teams(cfg, spec)
-    assert teams is not None
-    league = versus.League(cfg, spec, teams)
-    t = Trainer(cfg)
+    league, t = league_of(tag_cfg(eval={"heuristic_weight": 0.25}))
     members = t.members
     met: list[tuple[str, ...]] = []
 
