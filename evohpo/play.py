@@ -80,16 +80,13 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
     drive every agent."""
     teams: dict[str, tuple[str, ...]] = getattr(spec, "teams", None) or {}
     if cfg.population.teams == "joint" or len(teams) < 2:
-        for key in ("past_opponents", "scripted_opponents"):
-            value = getattr(cfg.population, key)
+        for section, key in (("population", "past_opponents"),
+                             ("population", "scripted_opponents"), ("eval", "heuristic_weight")):
+            value = getattr(getattr(cfg, section), key)
             if value:
-                raise ConfigError(f"config key 'population.{key}': {value} needs a game of "
+                raise ConfigError(f"config key '{section}.{key}': {value} needs a game of "
                                   "several teams and population.teams: auto; "
                                   f"{spec.name} plays as one team here; set it to 0")
-        if cfg.eval.heuristic_weight:
-            raise ConfigError(f"config key 'eval.heuristic_weight': {cfg.eval.heuristic_weight} "
-                              "needs a game of several teams and population.teams: auto; "
-                              f"{spec.name} plays as one team here; set it to 0")
         return None
     return [(name, tuple(agents)) for name, agents in teams.items()]
 

@@ -95,10 +95,10 @@ class League:
             raise ConfigError(f"config key 'eval.heuristic_weight': {w} weighs team returns; "
                               f"eval.team_fitness is {cfg.eval.team_fitness!r}: set it to "
                               "return, or the weight to 0")
-        self.anchor = (heuristic_policy(
+        self.anchor = (self.scripted or heuristic_policy(
             spec, cfg.env.name, cfg.env.kwargs,
             f"the scripted heuristic of config key 'eval.heuristic_weight' ({w})",
-            "set it to 0") if w else None)
+            "set it to 0")) if w else None
 
     # ----------------------------------------------------------------------------- training
     def slots(self, generation: int) -> list[list[int]]:
@@ -191,8 +191,8 @@ class League:
                 scores.append(Score.diverged(self.spec.agents))
                 continue
             both = {a: np.concatenate([r[a] for r in played[i]]) for a in self.spec.agents}
-            scores.append(self.anchored(m, Score.of(both, agents), seed)
-                          if self.anchor is not None else Score.of(both, agents))
+            sc = Score.of(both, agents)
+            scores.append(sc if self.anchor is None else self.anchored(m, sc, seed))
         if self.cfg.eval.team_fitness == "elo":
             scores = self.rate(members, matches, team_returns, scores)
         self.last = {"matches": [[members[t * self.n + mt[t]].id for t in range(T)]
@@ -206,9 +206,6 @@ class League:
         from that match."""
         assert self.anchor is not None
         w, t = self.cfg.eval.heuristic_weight, self.team_index(m)
-        reset = getattr(self.anchor, "reset", None)
-        if reset is not None:
-            reset(seed)
         lineup: Lineup = [(m.algo if u == t else self.anchor, agents)
                           for u, (_, agents) in enumerate(self.teams)]
         vs = episode_totals(episode_returns(lineup, self.pool, seed), self.teams[t][1])
