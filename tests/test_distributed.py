@@ -54,10 +54,10 @@ def test_distributed_keys_are_checked() -> None:
 
 
 def test_actors_and_gpus_fit_the_cluster() -> None:
-    def fit(res: dict[str, float], pop: int = 4, device: str = "auto",
+    def fit(res: dict[str, float], pop: int = 4, device: str = "auto", hidden: int = 256,
             **d: object) -> tuple[int, float]:
         cfg = {"population": {"size": pop}, "env": {"num_envs": pop}, "device": device,
-               "distributed": d}
+               "algo": {"hidden": [hidden, hidden], "batch_size": 256}, "distributed": d}
         return resolve_resources(C.load([cfg]), res)
 
     assert fit({"CPU": 2.0}, pop=8) == (2, 0.0)
@@ -66,6 +66,10 @@ def test_actors_and_gpus_fit_the_cluster() -> None:
     assert fit({"CPU": 64.0, "GPU": 1.0}, pop=16) == (16, 0.0625)  # null: the GPUs shared evenly
     assert fit({"CPU": 64.0, "GPU": 8.0}) == (4, 1.0)      # at most one GPU each
     assert fit({"CPU": 64.0, "GPU": 1.0}, device="cpu") == (4, 0.0)
+    # auto with networks too small to gain from a GPU (evohpo.devices) asks for none ...
+    assert fit({"CPU": 64.0, "GPU": 1.0}, hidden=64) == (4, 0.0)
+    # ... unless the run names one
+    assert fit({"CPU": 64.0, "GPU": 1.0}, hidden=64, device="cuda") == (4, 0.25)
     # four actors per GPU
     assert fit({"CPU": 64.0, "GPU": 2.0}, pop=16, gpus_per_actor=0.25) == (8, 0.25)
     with pytest.raises(ConfigError, match="do not fit the Ray cluster"):
@@ -86,6 +90,10 @@ def test_group_config_is_one_actors_share() -> None:
     # ceil: learns when the population would
     assert group_config(cfg, 4).evolution.learning_delay == 13
     assert not g.checkpoint.enabled and g.env.workers == 1  # the actor's one CPU
+    # auto becomes what the actor was given: a share of a GPU, or none (Ray hides the rest)
+    auto = C.replace(cfg, device="auto")
+    assert (group_config(auto, 2, 0.5).device, group_config(auto, 2).device) == ("cuda", "cpu")
+    assert group_config(cfg, 2, 0.5).device == "cpu"  # TINY's device: cpu
 
 
 def test_rows_move_between_replay_copies_across_the_wrap() -> None:

@@ -320,8 +320,9 @@ class Config:
     seed: int = _f(0, "one seed for every random stream", lo=0)
     steps: int = _f(2_000_000, "budget: env steps for the whole population", lo=1)
     device: str = _f(
-        "auto", "auto (cuda when there is a GPU), cpu, cuda or cuda:N; at the presets' sizes "
-        "the CPU is faster (benchmarks/README.md)")
+        "auto", "auto: cuda where there is a GPU and the networks are large enough to gain "
+        "(widest hidden layer squared x batch_size >= 256^3), else the CPU, faster at the "
+        "presets' sizes (benchmarks/README.md); cpu, cuda or cuda:N: as named")
     torch_threads: int = _f(
         0, "torch intra-op threads (0 = auto: one; raise it for large networks)", lo=0)
     env: EnvConfig = _f(EnvConfig(), "environment and vector pool")

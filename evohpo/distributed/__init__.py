@@ -30,6 +30,7 @@ import socket
 from types import ModuleType
 from typing import Any
 
+from evohpo.devices import wants_gpu
 from evohpo.errors import ConfigError, EvohpoError
 
 INSTALL = "Ray is not installed; pip install 'evohpo[ray]'"
@@ -98,7 +99,8 @@ def resolve_resources(cfg: Any, resources: dict[str, float]) -> tuple[int, float
 
     Actors: ``distributed.num_actors``, or (0) the most that fit and divide the population.
     GPUs: ``distributed.gpus_per_actor``, or (null) the cluster's GPUs shared evenly by the
-    actors, at most one each, unless ``device`` is ``cpu``.
+    actors, at most one each, where the run wants one (:func:`evohpo.devices.wants_gpu`:
+    ``cuda``, or ``auto`` with networks large enough to gain from it).
     """
     d = cfg.distributed
     cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
@@ -125,7 +127,7 @@ def resolve_resources(cfg: Any, resources: dict[str, float]) -> tuple[int, float
         n = max(fitting)
     if d.gpus_per_actor is None:  # Ray takes fractions in steps of 0.0001
         ask = (math.floor(min(1.0, gpus / n) * 10_000) / 10_000
-               if gpus and cfg.device != "cpu" else 0.0)
+               if gpus and wants_gpu(cfg) else 0.0)
     if cfg.device.startswith("cuda") and ask == 0:
         raise ConfigError(f"config key 'device': {cfg.device!r}, but {have} gives the actors no GPU"
                           f"{'; set distributed.gpus_per_actor (e.g. 0.5)' if gpus else ''}")

@@ -49,8 +49,8 @@ def group_config(cfg: C.Config, num_actors: int, gpus: float = 0.0) -> C.Config:
                 "workers": cfg.env.workers or max(1, math.floor(d.cpus_per_actor))},
         "evolution": {"learning_delay": -(-cfg.evolution.learning_delay // num_actors),
                       "tournament_size": min(cfg.evolution.tournament_size, size)},
-        # Ray hides unasked GPUs
-        "device": "cpu" if gpus == 0 and cfg.device == "auto" else cfg.device,
+        # Ray hides unasked GPUs; auto takes the share of one it was given (resolve_resources)
+        "device": ("cuda" if gpus else "cpu") if cfg.device == "auto" else cfg.device,
         "checkpoint": {"enabled": False},
         "logging": {"console": False, "jsonl": False, "wandb": {"mode": "disabled"}},
         "distributed": {"backend": "local", "num_actors": 0},

@@ -27,6 +27,7 @@ from evohpo.algos.base import Actions
 from evohpo.algos.explore import Part, explore
 from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.config import Config
+from evohpo.devices import auto_choice, gpu_pays
 from evohpo.envs import VectorPool, make_pool
 from evohpo.envs.pool import StepResult
 from evohpo.envs.registry import EnvSpec
@@ -81,9 +82,12 @@ def updates_per_learn(done: int, learn_step: int, gradient_steps: int,
     return max(gradient_steps, owed(done) - owed(done - learn_step))
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(cfg: Config) -> torch.device:
+    """``cfg.device``; ``auto``: a GPU where there is one and the networks are large enough to
+    gain from it (:func:`evohpo.devices.gpu_pays`), else the CPU."""
+    name = cfg.device
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device("cuda" if gpu_pays(cfg) and torch.cuda.is_available() else "cpu")
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"config key 'device': {name!r} asked for, but no CUDA device is "
@@ -106,7 +110,9 @@ class LocalRuntime(Runtime):
     def __init__(self, cfg: Config, spec: EnvSpec, log: Logger, pool_seed: int,
                  fitness_agents: list[str], run_dir: Path | None = None):
         super().__init__(cfg, spec, log, pool_seed, fitness_agents, run_dir)
-        self.device = resolve_device(cfg.device)
+        self.device = resolve_device(cfg)
+        if cfg.device == "auto" and self.device.type == "cpu" and torch.cuda.is_available():
+            log.message(auto_choice(cfg))
         self.pool: VectorPool = self.make_train_pool()
         # the same backend as training: a batched pool plays the episodes a PettingZoo pool would
         self.eval_pool = eval_pool(cfg, spec, cfg.eval.episodes)
