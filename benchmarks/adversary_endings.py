@@ -6,9 +6,16 @@
 For each run directory's champions (``checkpoints/best.pt``), and for the scripted good agents,
 plays ``--episodes`` mpe2 episodes (seeds 10**6, 10**6 + 1, ...) against the scripted adversary
 and prints, at each episode's last step: how often both good agents are nearest the goal
-landmark, split between the landmarks, or neither is nearest the goal; and the mean distance to
-the goal of the nearer good agent, of the other one and of the adversary. The good agents' reward
-each step is the adversary's distance to the goal minus the nearer good agent's.
+landmark, split between the landmarks, or neither is nearest the goal; the mean distance to the
+goal of the nearer good agent, of the other one and of the adversary; and the good team's mean
+return per episode (summed over its agents, as competitive.py counts it). The good agents'
+reward each step is the adversary's distance to the goal minus the nearer good agent's.
+
+Last, a scripted best response to the scripted adversary (``--offset``): the good agent nearer
+the goal goes to a point ``offset`` from it towards the other landmark, the other good agent to
+that landmark, so that the adversary, which takes the landmark with the smallest summed
+distance to the good agents, goes to the decoy. It shows how far the heuristic pair is from the
+best play against that adversary, that is, what beating the heuristic there asks for.
 """
 
 from __future__ import annotations
@@ -28,10 +35,11 @@ def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
     from mpe2 import simple_adversary_v3
 
     counts = {"both at goal": 0, "split": 0, "neither": 0}
-    dist = []
+    dist, returns = [], []
     for ep in range(episodes):
         env = simple_adversary_v3.parallel_env(continuous_actions=True, max_cycles=max_cycles)
         obs, _ = env.reset(seed=10**6 + ep)
+        total = 0.0
         for _ in range(max_cycles):
             batch = {a: np.asarray(v, np.float32)[None] for a, v in obs.items()}
             act: dict[str, np.ndarray] = {}
@@ -39,7 +47,9 @@ def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
                 env_act, _ = policy.act(batch, None)
                 act.update({a: env_act[a][0] for a in env_act
                             if a.startswith("adversary_") == adv})
-            obs, *_ = env.step(act)
+            obs, rew, *_ = env.step(act)
+            total += sum(r for a, r in rew.items() if a.startswith("agent_"))
+        returns.append(total)
         world = env.unwrapped.world
         goal = next(a.goal_a for a in world.agents if not a.adversary).state.p_pos
         near_goal = []
@@ -56,7 +66,24 @@ def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
     m = np.mean(dist, axis=0)
     return (" / ".join(f"{k} {v}" for k, v in counts.items())
             + f"; distance to the goal: nearer good {m[0]:.2f}, other good {m[1]:.2f}, "
-              f"adversary {m[2]:.2f}")
+              f"adversary {m[2]:.2f}; good team's return {np.mean(returns):.2f} +- "
+              f"{np.std(returns) / np.sqrt(len(returns)):.2f} (standard error)")
+
+
+def decoy_pair(spec: Any, offset: float) -> Any:
+    """The scripted best response to the scripted adversary described above (two landmarks)."""
+    from evohpo.references import Scripted, _points, _toward
+
+    def rule(o: np.ndarray) -> np.ndarray:
+        # a good agent's observation: goal, the 2 landmarks, the adversary, the other good agent
+        goal, marks, other = o[:, 0:2], _points(o, 2, 2), o[:, 8:10]
+        decoy = marks[np.arange(len(o)), np.linalg.norm(marks - goal[:, None], axis=2).argmax(1)]
+        mine = np.linalg.norm(goal, axis=1) <= np.linalg.norm(goal - other, axis=1)
+        away = decoy - goal
+        away = away / np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-9)
+        return _toward(np.where(mine[:, None], goal + offset * away, decoy), 3.0)
+
+    return Scripted(spec, {a: rule for a in spec.agents if a.startswith("agent_")})
 
 
 def main() -> None:
@@ -64,6 +91,8 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="run directories of simple_adversary")
     ap.add_argument("--episodes", type=int, default=100)
+    ap.add_argument("--offset", type=float, default=0.3,
+                    help="the decoy pair's distance from the goal, towards the other landmark")
     args = ap.parse_args()
     from evohpo.envs import spec_for
     from evohpo.playback import run_config
@@ -78,6 +107,10 @@ def main() -> None:
         got = endings(champion, heuristic, args.episodes, cycles)
         print(f"{d.name}, learned good agents: {got}")
     print(f"scripted good agents: {endings(heuristic, heuristic, args.episodes, cycles)}")
+    if int(cfg.env.kwargs.get("N", 2)) == 2:
+        decoy = decoy_pair(spec, args.offset)
+        print(f"decoy pair (offset {args.offset:g}): "
+              f"{endings(decoy, heuristic, args.episodes, cycles)}")
 
 
 if __name__ == "__main__":

@@ -79,16 +79,30 @@ MODES: dict[str, dict[str, Any]] = {
     "updates": {**SCRIPTED, "algo.gradient_steps": 5},
     # scripted, with half of each member's fitness from a match against the heuristic
     "anchored": {**SCRIPTED, "eval.heuristic_weight": 0.5},
+    # scripted, with half the exploration and target-smoothing noise (0.05 where it is 0.1)
+    "precise": {**SCRIPTED, "algo.expl_noise": 0.05, "algo.target_noise": 0.05},
+    # scripted, with three gradient steps per learn and fitness half from the heuristic match
+    "guarded": {**SCRIPTED, "algo.gradient_steps": 3, "eval.heuristic_weight": 0.5},
+    # scripted, with 2 members per team where the preset has 4: each gets twice the env steps
+    # and updates of the same budget
+    "pairs": {**SCRIPTED, "population.size": 2},
+    # scripted, with a hundred times the penalty on the actors' raw outputs (algo.action_reg)
+    "damped": {**SCRIPTED, "algo.action_reg": 0.1},
 }
 TEAM_MODES = tuple(m for m in MODES if m != "joint")  # a population per team
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          ("shaped", "scripted"), ("shaped", "teams"), ("shaped", "joint"),
          ("updates", "scripted"), ("updates", "teams"), ("updates", "joint"),
-         ("anchored", "scripted"), ("anchored", "joint"))  # head to head
+         ("anchored", "scripted"), ("anchored", "joint"),
+         ("precise", "scripted"), ("precise", "joint"), ("guarded", "scripted"),
+         ("guarded", "joint"), ("pairs", "scripted"), ("pairs", "joint"),
+         ("damped", "scripted"), ("damped", "joint"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
-         "shaped": "scripted", "updates": "scripted", "anchored": "scripted"}
+         "shaped": "scripted", "updates": "scripted", "anchored": "scripted",
+         "precise": "scripted", "guarded": "scripted", "pairs": "scripted",
+         "damped": "scripted"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:

@@ -195,3 +195,28 @@ def test_a_state_saved_on_a_gpu_loads_on_a_cpu() -> None:
     torch.rand(3, generator=m.gen)
     again = MATD3.from_state_dict(spec, m.sw, m.state_dict())
     assert torch.equal(torch.rand(5, generator=again.gen), torch.rand(5, generator=m.gen))
+
+
+def test_action_reg_weighs_the_penalty_on_raw_actor_outputs() -> None:
+    """algo.action_reg reaches the learner, and the actor's loss is -Q plus exactly that weight
+    times the mean squared raw output (pre-squash, or logits), over the agent's live rows."""
+    from evohpo import config as C
+    from evohpo.algos.matd3 import LearnInputs
+    from evohpo.algos.registry import switches as switches_of
+
+    assert switches_of(C.load([{}])).action_reg == 1e-3  # the default: the former fixed value
+    assert switches_of(C.load([{"algo": {"action_reg": 0.25}}])).action_reg == 0.25
+    spec = hetero_spec(False)
+    rng = np.random.default_rng(0)
+    buf = ReplayBuffer(spec, 100)
+    fill(buf, spec, 100, rng)
+    batch = buf.sample(32, rng)
+    losses = {}
+    for reg in (0.0, 0.5):
+        m = MATD3(spec, HP, switches("matd3", action_reg=reg), [16], "relu", seed=0)
+        x = LearnInputs.of(m, batch)
+        losses[reg] = [m.actor_loss(i, x).item() for i in range(len(spec.agents))]
+    for i, a in enumerate(spec.agents):
+        raw = m.actors[a](batch.obs[a]).detach()
+        expect = 0.5 * raw.pow(2).mean(1).mean().item()
+        assert losses[0.5][i] - losses[0.0][i] == pytest.approx(expect, rel=1e-4)

@@ -41,7 +41,7 @@ def switches(cfg: Config) -> Switches:
         target_noise=a.target_noise if a.target_noise is not None else preset["target_noise"],
         target_noise_clip=a.target_noise_clip, gamma=a.gamma, max_grad_norm=a.max_grad_norm,
         gumbel_temperature=a.gumbel_temperature, noise=a.noise, ou_theta=a.ou_theta,
-        ou_dt=a.ou_dt,
+        ou_dt=a.ou_dt, action_reg=a.action_reg,
     )
 
 

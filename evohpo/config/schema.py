@@ -90,6 +90,10 @@ class AlgoConfig:
     ou_dt: float = _f(0.01, "Ornstein-Uhlenbeck time step", lo=0, lo_open=True)
     gumbel_temperature: float = _f(
         1.0, "Gumbel-softmax temperature for discrete actions", lo=0, lo_open=True)
+    action_reg: float = _f(
+        1e-3, "weight of a penalty on the actor's raw outputs (pre-squash, or logits) in its "
+        "loss: keeps them out of saturation; larger pulls each action to the middle of its "
+        "range (on mpe2: towards no force)", lo=0)
 
 
 @dataclass(frozen=True)
