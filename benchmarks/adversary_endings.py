@@ -8,7 +8,8 @@ plays ``--episodes`` mpe2 episodes (seeds 10**6, 10**6 + 1, ...) against the scr
 and prints, at each episode's last step: how often both good agents are nearest the goal
 landmark, split between the landmarks, or neither is nearest the goal; the mean distance to the
 goal of the nearer good agent, of the other one and of the adversary; and the good team's mean
-return per episode (summed over its agents, as competitive.py counts it). The good agents'
+return per episode (summed over its agents, as competitive.py counts it); every third step,
+the mean distance to the goal and speed of the good agent then nearest it. The good agents'
 reward each step is the adversary's distance to the goal minus the nearer good agent's.
 
 Last, a scripted best response to the scripted adversary (``--offset``): the good agent nearer
@@ -36,11 +37,12 @@ def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
 
     counts = {"both at goal": 0, "split": 0, "neither": 0}
     dist, returns = [], []
+    course = np.zeros((episodes, max_cycles, 2))  # nearer good agent: distance to goal, speed
     for ep in range(episodes):
         env = simple_adversary_v3.parallel_env(continuous_actions=True, max_cycles=max_cycles)
         obs, _ = env.reset(seed=10**6 + ep)
         total = 0.0
-        for _ in range(max_cycles):
+        for t in range(max_cycles):
             batch = {a: np.asarray(v, np.float32)[None] for a, v in obs.items()}
             act: dict[str, np.ndarray] = {}
             for policy, adv in ((good, False), (adversary, True)):
@@ -49,9 +51,13 @@ def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
                             if a.startswith("adversary_") == adv})
             obs, rew, *_ = env.step(act)
             total += sum(r for a, r in rew.items() if a.startswith("agent_"))
+            world = env.unwrapped.world
+            goal = next(a.goal_a for a in world.agents if not a.adversary).state.p_pos
+            near = min((a for a in world.agents if not a.adversary),
+                       key=lambda a: np.linalg.norm(a.state.p_pos - goal))
+            course[ep, t] = (np.linalg.norm(near.state.p_pos - goal),
+                             np.linalg.norm(near.state.p_vel))
         returns.append(total)
-        world = env.unwrapped.world
-        goal = next(a.goal_a for a in world.agents if not a.adversary).state.p_pos
         near_goal = []
         for a in world.agents:
             if not a.adversary:
@@ -63,11 +69,15 @@ def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
         adv_d = [np.linalg.norm(a.state.p_pos - goal) for a in world.agents if a.adversary]
         dist.append([good_d[0], good_d[-1], adv_d[0]])
         env.close()
-    m = np.mean(dist, axis=0)
+    m, c = np.mean(dist, axis=0), course.mean(axis=0)
+    steps = range(0, max_cycles, 3)
     return (" / ".join(f"{k} {v}" for k, v in counts.items())
             + f"; distance to the goal: nearer good {m[0]:.2f}, other good {m[1]:.2f}, "
               f"adversary {m[2]:.2f}; good team's return {np.mean(returns):.2f} +- "
-              f"{np.std(returns) / np.sqrt(len(returns)):.2f} (standard error)")
+              f"{np.std(returns) / np.sqrt(len(returns)):.2f} (standard error)\n"
+              f"  the nearer good agent after steps {', '.join(str(t + 1) for t in steps)}: "
+              f"distance to the goal {' '.join(f'{c[t, 0]:.2f}' for t in steps)}; "
+              f"speed {' '.join(f'{c[t, 1]:.2f}' for t in steps)}")
 
 
 def decoy_pair(spec: Any, offset: float) -> Any:
