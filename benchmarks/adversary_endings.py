@@ -41,6 +41,8 @@ def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
     for ep in range(episodes):
         env = simple_adversary_v3.parallel_env(continuous_actions=True, max_cycles=max_cycles)
         obs, _ = env.reset(seed=10**6 + ep)
+        world = env.unwrapped.world
+        goal = next(a.goal_a for a in world.agents if not a.adversary).state.p_pos
         total = 0.0
         for t in range(max_cycles):
             batch = {a: np.asarray(v, np.float32)[None] for a, v in obs.items()}
@@ -51,8 +53,6 @@ def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
                             if a.startswith("adversary_") == adv})
             obs, rew, *_ = env.step(act)
             total += sum(r for a, r in rew.items() if a.startswith("agent_"))
-            world = env.unwrapped.world
-            goal = next(a.goal_a for a in world.agents if not a.adversary).state.p_pos
             near = min((a for a in world.agents if not a.adversary),
                        key=lambda a: np.linalg.norm(a.state.p_pos - goal))
             course[ep, t] = (np.linalg.norm(near.state.p_pos - goal),

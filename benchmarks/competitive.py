@@ -19,20 +19,10 @@ episodes per pairing (seed 10**6 + run seed):
 2. *Teams against joint.* In each seat, the teams run's policy and the joint run's policy
    each play against both runs' other team; the table gives the teams run's return minus the
    joint run's, averaged over the two opponents: above zero, the team-evolved policy plays its
-   seat better. Mean over seeds with a 95% t interval. With ``--modes teams,elo`` (or all
-   three), a third kind of run, ``elo`` (teams whose fitness is an Elo rating from the
-   cross-play results, ``eval.team_fitness: elo``), meets the ``teams`` run the same way; so
-   do ``learned`` (``population.opponent_actions: learned``: each member also learns its own
-   model of the other team, for its critics' targets), ``past``
-   (``population.past_opponents: 8``) and ``pbt`` (each team evolved by
-   ``evolution.strategy: truncation`` instead of the presets' tournament) and ``scripted``
-   (``population.scripted_opponents: 1``: in half of each slot's envs one team's member plays
-   the scripted heuristic; it also meets the joint run) and ``shaped`` (``scripted`` with
-   ``env.shaping: {adversaries: 1}``: the simple_tag predators' training rewards get
-   potential-based shaping; it meets the scripted, teams and joint runs) and ``updates``
-   (``scripted`` with ``algo.gradient_steps: 5``; it meets the scripted, teams and joint runs)
-   and ``anchored`` (``scripted`` with ``eval.heuristic_weight: 0.5``: half of each member's
-   fitness from a match against the heuristic; it meets the scripted and joint runs).
+   seat better. Mean over seeds with a 95% t interval. Every other mode (``--modes``; each is
+   a few config overrides on top of the preset, in ``MODES`` below, with what it changes)
+   meets the runs it changes the same way (``PAIRS``), and its champions' table against the
+   references is paired with the run it changes (``BASES``).
 Finished runs are kept and skipped when run again.
 """
 
@@ -90,19 +80,17 @@ MODES: dict[str, dict[str, Any]] = {
     "damped": {**SCRIPTED, "algo.action_reg": 0.1},
 }
 TEAM_MODES = tuple(m for m in MODES if m != "joint")  # a population per team
+# the variants of scripted: each meets the scripted and joint runs (the first two the teams run
+# too) and pairs its reference table with the scripted run
+VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
-         ("shaped", "scripted"), ("shaped", "teams"), ("shaped", "joint"),
-         ("updates", "scripted"), ("updates", "teams"), ("updates", "joint"),
-         ("anchored", "scripted"), ("anchored", "joint"),
-         ("precise", "scripted"), ("precise", "joint"), ("guarded", "scripted"),
-         ("guarded", "joint"), ("pairs", "scripted"), ("pairs", "joint"),
-         ("damped", "scripted"), ("damped", "joint"))  # head to head
+         *((v, b) for v in VARIANTS
+           for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
+                     else ("scripted", "joint"))))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
-         "shaped": "scripted", "updates": "scripted", "anchored": "scripted",
-         "precise": "scripted", "guarded": "scripted", "pairs": "scripted",
-         "damped": "scripted"}
+         **{v: "scripted" for v in VARIANTS}}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -281,17 +269,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--modes", default="teams,joint",
-                    help="comma-separated: teams (a population per team), joint (the "
-                         "all-agent sum), elo (teams rated by Elo), past (teams with "
-                         "population.past_opponents: 8), pbt (teams evolved by truncation), "
-                         "learned (teams with population.opponent_actions: learned), scripted "
-                         "(teams with population.scripted_opponents: 1), shaped (scripted, with "
-                         "the simple_tag predators' env.shaping: {adversaries: 1}), updates "
-                         "(scripted, with algo.gradient_steps: 5), anchored (scripted, with "
-                         "eval.heuristic_weight: 0.5); head to head: teams, scripted, shaped, "
-                         "updates and anchored vs joint, learned, elo, past, pbt, scripted, "
-                         "shaped and updates vs teams, shaped, updates and anchored vs "
-                         "scripted")
+                    help=f"comma-separated, of {', '.join(MODES)} (each a few config "
+                         "overrides, in MODES at the top of this file); head to head: "
+                         + ", ".join(f"{x} vs {y}" for x, y in PAIRS))
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -19,9 +19,13 @@ from evohpo.config import Config
 AUTO_GPU_WORK = 256 * 256 * 256  # widest hidden layer squared x batch_size: auto takes a GPU
 
 
+def _widest(cfg: Config) -> int:
+    return max(cfg.algo.hidden, default=0)
+
+
 def gpu_pays(cfg: Config) -> bool:
     """Whether the run's networks are large enough that a GPU trains them faster."""
-    return max(cfg.algo.hidden, default=0) ** 2 * cfg.algo.batch_size >= AUTO_GPU_WORK
+    return _widest(cfg) ** 2 * cfg.algo.batch_size >= AUTO_GPU_WORK
 
 
 def wants_gpu(cfg: Config) -> bool:
@@ -31,6 +35,6 @@ def wants_gpu(cfg: Config) -> bool:
 
 def auto_choice(cfg: Config) -> str:
     """Why ``auto`` left a GPU unused, for the run's log."""
-    return (f"device auto: the CPU; at {max(cfg.algo.hidden, default=0)} units wide and batches "
+    return (f"device auto: the CPU; at {_widest(cfg)} units wide and batches "
             f"of {cfg.algo.batch_size} it trains faster than the GPU (which pays from widest "
             f"layer squared x batch size {AUTO_GPU_WORK:,}); --set device=cuda takes the GPU")
