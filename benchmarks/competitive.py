@@ -78,19 +78,25 @@ MODES: dict[str, dict[str, Any]] = {
     "pairs": {**SCRIPTED, "population.size": 2},
     # scripted, with a hundred times the penalty on the actors' raw outputs (algo.action_reg)
     "damped": {**SCRIPTED, "algo.action_reg": 0.1},
+    # scripted, each agent seeing its last two observations (env.frames), so its velocity
+    "framed": {**SCRIPTED, "env.frames": 2},
+    # framed, with 2 members per team (as pairs)
+    "framed_pairs": {**SCRIPTED, "env.frames": 2, "population.size": 2},
 }
 TEAM_MODES = tuple(m for m in MODES if m != "joint")  # a population per team
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
-VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped")
+VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped", "framed",
+            "framed_pairs")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
-                     else ("scripted", "joint"))))  # head to head
+                     else ("scripted", "joint"))),
+         ("framed_pairs", "pairs"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
-         **{v: "scripted" for v in VARIANTS}}
+         **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:

@@ -98,13 +98,31 @@ def own_team_only(cfg: Any, teams: object) -> bool:
     return teams is not None and cfg.population.opponent_actions == "played"
 
 
+def fitted(policy: Policy, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``obs`` as a policy trained on fewer stacked observations (``env.frames``) reads them: the
+    newest ones, which come first."""
+    spec: EnvSpec | None = getattr(policy, "spec", None)
+    if spec is None:
+        return obs
+    out = dict(obs)
+    for a, o in obs.items():
+        want = spec[a].obs_dim if a in spec.per_agent else o.shape[1]
+        if o.shape[1] > want:
+            out[a] = o[:, :want]
+        elif o.shape[1] < want:
+            raise ConfigError(f"agent {a!r}: a policy trained on {spec.frames} stacked "
+                              f"observations ({want} values) cannot play where the env gives "
+                              f"{o.shape[1]}; play it on its own run's env")
+    return out
+
+
 def lineup_actions(lineup: Lineup, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Each policy's noise-free actions for its own agents."""
     if len(lineup) == 1:  # one policy drives every agent: its actions as they are
         return lineup[0][0].act(obs, None)[0]
     actions: dict[str, np.ndarray] = {}
     for policy, agents in lineup:
-        out, _ = policy.act(obs, None)
+        out, _ = policy.act(fitted(policy, obs), None)
         actions.update({a: out[a] for a in agents})
     return actions
 

@@ -16,6 +16,7 @@ from evohpo import config as C
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.envs import make_env, spec_for
 from evohpo.envs.factory import parameters
+from evohpo.envs.frames import Stacker
 from evohpo.envs.registry import MPE2_ENVS, AgentSpec, EnvSpec, factory_of
 from evohpo.errors import ConfigError
 from evohpo.play import Teams
@@ -97,6 +98,7 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
     if team not in names:
         raise ConfigError(f"--team {team!r}: {cfg.env.name} has teams {', '.join(names)}")
     other: Any
+    arena = cfg, spec
     if opponent in ("random", "heuristic"):
         other = reference_policy(opponent, spec, cfg.env.name, cfg.env.kwargs, seed)
         what = opponent
@@ -109,11 +111,13 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
             raise ConfigError(f"--against {opponent!r}: a run on {ocfg.env.name}, not "
                               f"{cfg.env.name}")
         what = f"the champions of {opponent}"
+        if ospec.frames > spec.frames:  # the env as the policy of more stacked observations
+            arena = ocfg, ospec         # (env.frames) sees it; the other reads the newest
     else:
         raise ConfigError(f"--against {opponent!r}: expected random, heuristic, a member id or "
                           "a run directory")
     lineup = [(algo if name == team else other, agents) for name, agents in teams]
-    returns = play(cfg, lineup, spec, episodes or cfg.eval.episodes, seed)
+    returns = play(arena[0], lineup, arena[1], episodes or cfg.eval.episodes, seed)
     return cfg, teams, team, what, returns
 
 
@@ -154,17 +158,24 @@ def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
     env = make_render_env(cfg.env.name, cfg.env.kwargs, "human" if human else "rgb_array")
     frames: list[np.ndarray] = []
     try:
+        spec = algo.spec
+        stack = Stacker(spec, 1)  # env.frames: the last observations side by side
+
+        def observed(obs: dict[str, Any]) -> dict[str, np.ndarray]:
+            return {a: np.asarray(obs.get(a, np.zeros(spec.frame_dim(a))), np.float32)[None]
+                    for a in spec.agents}
+
         obs, _ = env.reset(seed=seed)
+        stack.start(observed(obs))
         frames.append(env.render()) if not human else env.render()
         for _ in range(100_000):
             if not env.agents:
                 break
-            batch = {a: np.asarray(obs.get(a, np.zeros(algo.spec[a].obs_dim)), np.float32)[None]
-                     for a in algo.spec.agents}
-            actions, _ = algo.act(batch, None)
+            actions, _ = algo.act(stack.view(), None)
             act = {a: int(actions[a][0, 0]) if algo.spec[a].discrete else actions[a][0]
                    for a in env.agents}
             obs, *_ = env.step(act)
+            stack.push(observed(obs))
             frames.append(env.render()) if not human else env.render()
     finally:
         env.close()
@@ -222,6 +233,11 @@ def export(run_dir: Path, out: Path, which: str = "best") -> list[Path]:
             "usage": "import torch; policy = torch.export.load('<agent>.pt2').module(); "
                      "actions = policy(batch)  # batch [B, obs_dim]; one observation: "
                      "policy(torch.as_tensor(obs)[None])[0]"}
+    if spec.frames > 1:
+        note["frames"] = spec.frames
+        note["observation"] = (f"each agent's last {spec.frames} observations side by side, the "
+                               "newest first (env.frames); at an episode's start the first one "
+                               "repeated")
     (out / "spaces.json").write_text(json.dumps(note, indent=2))
     written.append(out / "spaces.json")
     return written

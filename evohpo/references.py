@@ -134,7 +134,7 @@ class Scripted:
         store: dict[str, np.ndarray] = {}
         for a, rule in self.rules.items():
             if a in obs:
-                o = np.asarray(obs[a], np.float64)
+                o = np.asarray(obs[a][:, :self.spec.frame_dim(a)], np.float64)  # the newest
                 env_act[a], store[a] = move(self.spec[a], rule(o), self.deadband)
         return env_act, store
 
@@ -261,7 +261,7 @@ def readable_layout(spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any],
     partial = {k: env_kwargs[k] for k in _PARTIAL if env_kwargs.get(k) is not None}
     kw = {k: int(env_kwargs.get(k, d)) for k, d in layout_kwargs.items()}
     expected = _layout(env_name, kw)
-    found = {a: spec[a].obs_dim for a in spec.agents}
+    found = {a: spec.frame_dim(a) for a in spec.agents}  # the newest of stacked observations
     if partial or expected != found:
         why = (f"partial observability ({partial})" if partial
                else f"observation sizes {found}, expected {expected}")

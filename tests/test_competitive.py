@@ -171,11 +171,14 @@ MIXED = {"env": {"num_envs": 4, "shaping": {"adversaries": 1.0}},
          "population": {"past_opponents": 2, "scripted_opponents": 0.5},
          "eval": {"heuristic_weight": 0.5}}
 SCRIPTED = {"env": {"num_envs": 4}, "population": {"scripted_opponents": 1.0}}
+# each agent's last three observations, the heuristic in half the envs reading the newest
+FRAMED = {"env": {"num_envs": 4, "frames": 3}, "population": {"scripted_opponents": 0.5}}
 
 
 @pytest.mark.parametrize(("first", "over"), [
     (64, {}), (80, {}),  # at a window end, and mid-window
-    (80, MIXED)])  # past champions and the heuristic as opponents, shaped rewards
+    (80, MIXED),  # past champions and the heuristic as opponents, shaped rewards
+    (80, FRAMED)])
 def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, Any]) -> None:
     base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
     (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**over))))

@@ -40,6 +40,10 @@ class EnvConfig:
         "adversaries, minus each one's distance to its nearest good agent; good, its distance "
         "to the adversaries). Potential-based, so the game's best policies stay the same; "
         "fitness, evaluation and logged returns use the env's own rewards. {}: off")
+    frames: int = _f(
+        1, "observations per agent side by side: the current one and the frames - 1 before it "
+        "(1: the env's own). mpe2's simple_adversary tells its agents no velocity; two "
+        "frames let a policy see it", lo=1, hi=16)
     num_envs: int = _f(8, "training envs in the shared pool, split evenly between members", lo=1)
     backend: Literal["auto", "pettingzoo", "batched"] = _f(
         "auto", "pettingzoo: mpe2/PettingZoo envs in a pool; batched: every mpe2 env in one numpy "

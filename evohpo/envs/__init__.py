@@ -37,8 +37,10 @@ def resolve_backend(name: str, kwargs: dict[str, Any], backend: str) -> str:
 
 
 def spec_for(env_cfg: EnvConfig) -> EnvSpec:
-    """The spec of a run's env (the ``env`` config section), its teams as ``env.teams`` says."""
-    return resolve_teams(probe(env_cfg.name, env_cfg.kwargs), env_cfg.teams)
+    """The spec of a run's env (the ``env`` config section): its teams as ``env.teams`` says,
+    its observations stacked ``env.frames`` deep."""
+    spec = resolve_teams(probe(env_cfg.name, env_cfg.kwargs), env_cfg.teams)
+    return spec.stacked(env_cfg.frames) if env_cfg.frames > 1 else spec
 
 
 def make_pool(name: str, kwargs: dict[str, Any], num_envs: int, pool: str = "sync",
@@ -50,9 +52,16 @@ def make_pool(name: str, kwargs: dict[str, Any], num_envs: int, pool: str = "syn
     batched: every env in one numpy step (in process; ``pool`` and ``workers`` do not apply);
     auto: batched where the env has it. The default stays pettingzoo so that code comparing a
     pool with mpe2 envs of the same seed keeps doing so; the trainer passes ``env.backend``.
+    A ``spec`` of stacked observations (``spec.frames`` > 1) gives a pool that stacks them.
     """
     if pool not in ("sync", "async"):
         raise ConfigError(f"config key 'env.pool': {pool!r} is not one of 'sync', 'async'")
+    if spec is not None and spec.frames > 1:
+        from evohpo.envs.frames import FramePool
+
+        inner = make_pool(name, kwargs, num_envs, pool, spec.unstacked(), workers, timeout,
+                          backend)
+        return FramePool(inner, spec)
     spec = spec or probe(name, kwargs)
     if resolve_backend(name, kwargs, backend) == "batched":
         from evohpo.envs.batched.pool import BatchedPool

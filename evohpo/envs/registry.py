@@ -7,6 +7,7 @@ agents are heterogeneous (speaker and listener differ), so nothing assumes equal
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 from collections.abc import Callable
@@ -72,6 +73,8 @@ class EnvSpec:
     # team name -> its agents in env order (evohpo.teams); empty: not resolved, one team. Not
     # compared: two specs are equal when their spaces are
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    # observations stacked per agent (env.frames): the current one, then the frames - 1 before it
+    frames: int = 1
 
     def __getitem__(self, agent: str) -> AgentSpec:
         return self.per_agent[agent]
@@ -82,13 +85,34 @@ class EnvSpec:
             return [Team(ONE_TEAM, self.agents)]
         return [Team(name, agents) for name, agents in self.teams.items()]
 
+    def frame_dim(self, agent: str) -> int:
+        """The size of one of the agent's observations as the env gives it."""
+        return self.per_agent[agent].obs_dim // self.frames
+
+    def stacked(self, frames: int) -> EnvSpec:
+        """This env's spec with each agent's last ``frames`` observations side by side."""
+        base = self.unstacked()
+        per = {a: dataclasses.replace(s, obs_dim=s.obs_dim * frames)
+               for a, s in base.per_agent.items()}
+        return dataclasses.replace(base, per_agent=per, frames=frames)
+
+    def unstacked(self) -> EnvSpec:
+        """The spec of one observation per agent, as the env gives it."""
+        if self.frames == 1:
+            return self
+        per = {a: dataclasses.replace(s, obs_dim=self.frame_dim(a))
+               for a, s in self.per_agent.items()}
+        return dataclasses.replace(self, per_agent=per, frames=1)
+
     def describe(self) -> str:
         parts = []
         for a in self.agents:
             s = self.per_agent[a]
             act = (f"Discrete({s.act_dim})" if s.discrete
                    else f"Box[{s.low:g},{s.high:g}]^{s.act_dim}")
-            parts.append(f"{a}: obs {s.obs_dim}, act {act}")
+            obs = (f"{s.obs_dim}" if self.frames == 1
+                   else f"{s.obs_dim} ({self.frames} frames of {self.frame_dim(a)})")
+            parts.append(f"{a}: obs {obs}, act {act}")
         return "; ".join(parts)
 
 
