@@ -35,23 +35,32 @@ from competitive import load
 def endings(good: Any, adversary: Any, episodes: int, max_cycles: int) -> str:
     from mpe2 import simple_adversary_v3
 
+    from evohpo.envs.frames import Stacker
+    from evohpo.play import fitted
+
+    # the observations as the policy of the most stacked ones (env.frames) takes them; the other
+    # reads the newest
+    spec = max((good.spec, adversary.spec), key=lambda s: s.frames)
+
     counts = {"both at goal": 0, "split": 0, "neither": 0}
     dist, returns = [], []
     course = np.zeros((episodes, max_cycles, 2))  # nearer good agent: distance to goal, speed
     for ep in range(episodes):
         env = simple_adversary_v3.parallel_env(continuous_actions=True, max_cycles=max_cycles)
         obs, _ = env.reset(seed=10**6 + ep)
+        stack = Stacker(spec, 1)
+        stack.start({a: np.asarray(v, np.float32)[None] for a, v in obs.items()})
         world = env.unwrapped.world
         goal = next(a.goal_a for a in world.agents if not a.adversary).state.p_pos
         total = 0.0
         for t in range(max_cycles):
-            batch = {a: np.asarray(v, np.float32)[None] for a, v in obs.items()}
             act: dict[str, np.ndarray] = {}
             for policy, adv in ((good, False), (adversary, True)):
-                env_act, _ = policy.act(batch, None)
+                env_act, _ = policy.act(fitted(policy, stack.view()), None)
                 act.update({a: env_act[a][0] for a in env_act
                             if a.startswith("adversary_") == adv})
             obs, rew, *_ = env.step(act)
+            stack.push({a: np.asarray(v, np.float32)[None] for a, v in obs.items()})
             total += sum(r for a, r in rew.items() if a.startswith("agent_"))
             near = min((a for a in world.agents if not a.adversary),
                        key=lambda a: np.linalg.norm(a.state.p_pos - goal))
