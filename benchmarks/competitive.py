@@ -48,7 +48,7 @@ MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
 # preset ships (the simple_adversary and simple_tag presets play the heuristic, and simple_tag's
 # takes five gradient steps per learn; see benchmarks/README.md)
 PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0, "env.shaping": {},
-                         "algo.gradient_steps": 1}
+                         "algo.gradient_steps": 1, "env.frames": 1}
 # teams, in half of each slot's envs one team's member plays the scripted heuristic
 SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
 MODES: dict[str, dict[str, Any]] = {
@@ -80,10 +80,13 @@ MODES: dict[str, dict[str, Any]] = {
     "damped": {**SCRIPTED, "algo.action_reg": 0.1},
     # scripted, each agent seeing its last two observations (env.frames), so its velocity
     "framed": {**SCRIPTED, "env.frames": 2},
+    # joint, each agent seeing its last two observations
+    "framed_joint": {"population.teams": "joint", "env.frames": 2},
     # framed, with 2 members per team (as pairs)
     "framed_pairs": {**SCRIPTED, "env.frames": 2, "population.size": 2},
 }
-TEAM_MODES = tuple(m for m in MODES if m != "joint")  # a population per team
+TEAM_MODES = tuple(m for m, o in MODES.items()
+                   if o.get("population.teams") != "joint")  # a population per team
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
 VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped", "framed",
@@ -93,7 +96,7 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          *((v, b) for v in VARIANTS
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
                      else ("scripted", "joint"))),
-         ("framed_pairs", "pairs"))  # head to head
+         ("framed_pairs", "pairs"), ("framed", "framed_joint"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs"}
