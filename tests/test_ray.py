@@ -59,7 +59,12 @@ IN_PLACE = {"evolution": {"strategy": "truncation", "ready": 1, "min_gap": 1000.
                           "explore_kept": True}}
 
 
-@pytest.mark.parametrize("over", [{}, IN_PLACE], ids=["tournament", "in_place"])
+# a game of two teams, each agent seeing its last two observations (env.frames)
+FRAMED = {"env": {"name": "simple_adversary", "kwargs": {"continuous_actions": True},
+                  "frames": 2}}
+
+
+@pytest.mark.parametrize("over", [{}, IN_PLACE, FRAMED], ids=["tournament", "in_place", "framed"])
 def test_one_actor_repeats_a_local_run_exactly(tmp_path: Path, over: dict[str, Any]) -> None:
     cfg = ray_cfg(1, **over)
     _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
@@ -67,7 +72,7 @@ def test_one_actor_repeats_a_local_run_exactly(tmp_path: Path, over: dict[str, A
     assert summary["actors"] == 1 and any(k.endswith("critic_loss")
                                           for k in m_ray[-1])  # members learned
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
-    assert any("explores in place" in r["note"] for r in l_local) == bool(over)
+    assert any("explores in place" in r["note"] for r in l_local) == (over is IN_PLACE)
 
 
 def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) -> None:
