@@ -80,6 +80,8 @@ MODES: dict[str, dict[str, Any]] = {
     "damped": {**SCRIPTED, "algo.action_reg": 0.1},
     # scripted, each agent seeing its last two observations (env.frames), so its velocity
     "framed": {**SCRIPTED, "env.frames": 2},
+    # scripted, each agent seeing its last three observations
+    "framed3": {**SCRIPTED, "env.frames": 3},
     # joint, each agent seeing its last two observations
     "framed_joint": {"population.teams": "joint", "env.frames": 2},
     # framed, with 2 members per team (as pairs)
@@ -90,16 +92,17 @@ TEAM_MODES = tuple(m for m, o in MODES.items()
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
 VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped", "framed",
-            "framed_pairs")
+            "framed_pairs", "framed3")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
                      else ("scripted", "joint"))),
-         ("framed_pairs", "pairs"), ("framed", "framed_joint"))  # head to head
+         ("framed_pairs", "pairs"), ("framed", "framed_joint"),
+         ("framed3", "framed"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
-         **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs"}
+         **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
