@@ -23,7 +23,8 @@ episodes per pairing (seed 10**6 + run seed):
    a few config overrides on top of the preset, in ``MODES`` below, with what it changes)
    meets the runs it changes the same way (``PAIRS``), and its champions' table against the
    references is paired with the run it changes (``BASES``).
-Finished runs are kept and skipped when run again.
+Finished runs are kept and skipped when run again; a run stopped part way goes on from its last
+checkpoint (the same run, as a run resumes exactly).
 """
 
 from __future__ import annotations
@@ -119,6 +120,17 @@ def marks_of(cfg: Any, steps: int) -> dict[int, float]:
     return {round(f * (windows_of(cfg, steps) - 1)): f for f in MARKS}
 
 
+def stopped_part_way(d: Path, cfg: Any) -> bool:
+    """Whether ``d`` holds this very run (the same config), stopped before its last env step
+    with a checkpoint to go on from."""
+    from evohpo import checkpoint
+    from evohpo.playback import run_config
+
+    if not (d / "checkpoints" / "latest.pt").is_file() or run_config(d) != cfg:
+        return False
+    return checkpoint.load_latest(d)[0]["env_steps"] < cfg.steps
+
+
 def train(env: str, mode: str, seed: int, steps: int, out: Path,
           extra: dict[str, Any], extend: Path | None = None) -> dict[str, Any]:
     """One run; with ``extend``, the same run of fewer steps there is copied and resumed up to
@@ -144,7 +156,9 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
 
     callbacks = [snapshot] if mode != "joint" else []
     t0 = time.perf_counter()
-    if src is None:
+    if src is None and stopped_part_way(d, cfg):
+        api.resume(d, callbacks=callbacks)  # the same run goes on from its last checkpoint
+    elif src is None:
         api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
                   run_dir=d, overwrite=True, callbacks=callbacks)
     elif (d / "checkpoints" / "latest.pt").exists() and run_config(d).steps == steps:
