@@ -68,6 +68,9 @@ MODES: dict[str, dict[str, Any]] = {
     "shaped": {**SCRIPTED, "env.shaping": {"adversaries": 1.0}},
     # scripted, with five gradient steps where the preset takes one (0.2 per env step, not 0.04)
     "updates": {**SCRIPTED, "algo.gradient_steps": 5},
+    # updates, and the predators' rewards shaped as in shaped
+    "updates_shaped": {**SCRIPTED, "algo.gradient_steps": 5,
+                       "env.shaping": {"adversaries": 1.0}},
     # scripted, with half of each member's fitness from a match against the heuristic
     "anchored": {**SCRIPTED, "eval.heuristic_weight": 0.5},
     # scripted, with half the exploration and target-smoothing noise (0.05 where it is 0.1)
@@ -100,10 +103,11 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
-         ("framed3", "framed"))  # head to head
+         ("framed3", "framed"), ("updates_shaped", "updates"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
-         **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed"}
+         **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed",
+         "updates_shaped": "updates"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
