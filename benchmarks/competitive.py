@@ -35,13 +35,14 @@ import math
 import os
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from evohpo.config import parse_dotted
+from evohpo.errors import Interrupted
 from evohpo.report.compare import t95  # two-sided 95% t quantiles
 
 MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
@@ -324,15 +325,39 @@ def main() -> None:
     if todo:
         print(f"{len(todo)} runs of {args.steps:,} env steps, {args.jobs} at a time", flush=True)
         os.environ.setdefault("WANDB_MODE", "disabled")
+        failed: list[str] = []
+        queue = iter(todo)
         with ProcessPoolExecutor(args.jobs) as pool:
             extend = Path(args.extend) if args.extend else None
-            futures = [pool.submit(train, e, m, s, args.steps, out, extra, extend)
-                       for e, m, s in todo]
-            for fut in as_completed(futures):
-                r = fut.result()
-                with open(log, "a") as f:
-                    f.write(json.dumps(r) + "\n")
-                print(f"{r['env']} {r['mode']} s{r['seed']}: {r['wall_s']:.0f}s", flush=True)
+            running: dict[Future[dict[str, Any]], str] = {}
+
+            def start_next() -> None:  # one at a time, so that a stop leaves none queued
+                for e, m, s in queue:
+                    running[pool.submit(train, e, m, s, args.steps, out, extra, extend)] = \
+                        f"{e} {m} s{s}"
+                    return
+
+            for _ in range(args.jobs):
+                start_next()
+            stop = False
+            while running:
+                for fut in wait(running, return_when=FIRST_COMPLETED).done:
+                    name = running.pop(fut)
+                    try:
+                        r = fut.result()
+                    except Exception as e:  # the other runs go on
+                        failed.append(f"{name}: {e}")
+                        print(f"{name}: {e}", flush=True)
+                        stop = stop or isinstance(e, Interrupted)  # stopped from outside
+                    else:
+                        with open(log, "a") as f:
+                            f.write(json.dumps(r) + "\n")
+                        print(f"{name}: {r['wall_s']:.0f}s", flush=True)
+                    if not stop:
+                        start_next()
+        if failed:
+            raise SystemExit(f"{len(failed)} of {len(todo)} runs did not finish; the same "
+                             "command goes on from each one's last checkpoint")
     for env in envs:
         print(f"\n{env}, MATD3, {args.steps:,} env steps, {args.episodes} episodes per pairing")
         refs: dict[str, list[dict[str, Any]]] = {}
