@@ -341,14 +341,20 @@ def main() -> None:
                 start_next()
             stop = False
             while running:
-                for fut in wait(running, return_when=FIRST_COMPLETED).done:
+                try:
+                    finished = wait(running, return_when=FIRST_COMPLETED).done
+                except KeyboardInterrupt:  # the runs had it too: they checkpoint and stop
+                    stop = True
+                    continue
+                for fut in finished:
                     name = running.pop(fut)
                     try:
                         r = fut.result()
-                    except Exception as e:  # the other runs go on
-                        failed.append(f"{name}: {e}")
-                        print(f"{name}: {e}", flush=True)
-                        stop = stop or isinstance(e, Interrupted)  # stopped from outside
+                    except (Exception, KeyboardInterrupt) as e:  # the other runs go on
+                        failed.append(f"{name}: {e!r}" if not str(e) else f"{name}: {e}")
+                        print(failed[-1], flush=True)
+                        # stopped from outside: start no more
+                        stop = stop or isinstance(e, (Interrupted, KeyboardInterrupt))
                     else:
                         with open(log, "a") as f:
                             f.write(json.dumps(r) + "\n")
