@@ -30,6 +30,7 @@ checkpoint (the same run, as a run resumes exactly).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -125,23 +126,23 @@ def marks_of(cfg: Any, steps: int) -> dict[int, float]:
     return {round(f * (windows_of(cfg, steps) - 1)): f for f in MARKS}
 
 
-def stopped_part_way(d: Path, cfg: Any) -> bool:
-    """Whether ``d`` holds this very run (the same config), stopped before its last env step
-    with a checkpoint to go on from."""
+def checkpointed(d: Path, cfg: Any) -> int | None:
+    """The env steps of the last checkpoint in ``d`` if ``d`` holds this very run (config
+    ``cfg``), else None."""
     from evohpo import checkpoint
     from evohpo.playback import run_config
 
     if not (d / "checkpoints" / "latest.pt").is_file() or run_config(d) != cfg:
-        return False
-    return checkpoint.load_latest(d)[0]["env_steps"] < cfg.steps
+        return None
+    return int(checkpoint.load_latest(d)[0]["env_steps"])
 
 
 def train(env: str, mode: str, seed: int, steps: int, out: Path,
           extra: dict[str, Any], extend: Path | None = None) -> dict[str, Any]:
     """One run; with ``extend``, the same run of fewer steps there is copied and resumed up to
     ``steps`` (a run resumes exactly, so this is the run of ``steps`` from the start), keeping
-    the champions it already holds of this run's marks; an extension stopped part way goes on
-    from its own last checkpoint."""
+    the champions it already holds of this run's marks. A run stopped part way goes on from its
+    own last checkpoint."""
     from evohpo import api
     from evohpo.playback import run_config
 
@@ -161,17 +162,15 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
 
     callbacks = [snapshot] if mode != "joint" else []
     t0 = time.perf_counter()
-    if src is None and stopped_part_way(d, cfg):
-        api.resume(d, callbacks=callbacks)  # the same run goes on from its last checkpoint
+    # this run, fresh or extended, stopped part way (or finished unlogged): it goes on from
+    # its own last checkpoint
+    reached = checkpointed(d, cfg if src is None else dataclasses.replace(cfg, steps=steps))
+    if reached is not None:
+        if reached < steps:
+            api.resume(d, callbacks=callbacks)
     elif src is None:
         api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
                   run_dir=d, overwrite=True, callbacks=callbacks)
-    elif (d / "checkpoints" / "latest.pt").exists() and run_config(d).steps == steps:
-        # this extension was stopped part way: it goes on from its own last checkpoint
-        from evohpo import checkpoint
-
-        if checkpoint.load_latest(d)[0]["env_steps"] < steps:
-            api.resume(d, callbacks=callbacks)
     else:
         shorter = cfg.steps
         if d.exists():
@@ -335,7 +334,7 @@ def main() -> None:
                 for e, m, s in queue:
                     running[pool.submit(train, e, m, s, args.steps, out, extra, extend)] = \
                         f"{e} {m} s{s}"
-                    return
+                    break
 
             for _ in range(args.jobs):
                 start_next()
@@ -351,7 +350,7 @@ def main() -> None:
                     try:
                         r = fut.result()
                     except (Exception, KeyboardInterrupt) as e:  # the other runs go on
-                        failed.append(f"{name}: {e!r}" if not str(e) else f"{name}: {e}")
+                        failed.append(f"{name}: {str(e) or repr(e)}")
                         print(failed[-1], flush=True)
                         # stopped from outside: start no more
                         stop = stop or isinstance(e, (Interrupted, KeyboardInterrupt))
