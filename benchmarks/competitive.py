@@ -23,7 +23,9 @@ episodes per pairing (seed 10**6 + run seed):
    a few config overrides on top of the preset, in ``MODES`` below, with what it changes)
    meets the runs it changes the same way (``PAIRS``), and its champions' table against the
    references is paired with the run it changes (``BASES``).
-Finished runs are kept and skipped when run again; a run stopped part way goes on from its last
+``--at 50`` plays, instead of each run's last champions, those it kept half-way (against the
+earlier ones), training nothing: the runs of twice the budget at half of it. Finished runs are
+kept and skipped when run again; a run stopped part way goes on from its last
 checkpoint (the same run, as a run resumes exactly).
 """
 
@@ -237,18 +239,24 @@ class Arena:
         return reference_policy(kind, self.spec, e.name, e.kwargs, self.seed)
 
 
+def champion(d: Path, at: int | None) -> Path:
+    """Run ``d``'s last champion, or with ``at`` the one it kept ``at``% into the run."""
+    return d / "checkpoints" / "best.pt" if at is None else d / "champions" / f"at{at}.pt"
+
+
 def against_references(out: Path, env: str, seed: int, episodes: int,
-                       mode: str = "teams") -> list[dict[str, Any]]:
+                       mode: str = "teams", at: int | None = None) -> list[dict[str, Any]]:
     d = run_dir(out, env, mode, seed)
     arena = Arena(d, episodes, 10**6 + seed)
-    champ = load(d / "checkpoints" / "best.pt", d)
+    champ = load(champion(d, at), d)
     refs: dict[str, Any] = {"random": arena.reference("random")}
     from evohpo.references import heuristic_available
 
     if heuristic_available(env):
         refs["heuristic"] = arena.reference("heuristic")
     # the earlier champions it kept (atN.pt: of the generation N% into the run)
-    kept = sorted((d / "champions").glob("at*.pt"), key=lambda p: int(p.stem[2:]))
+    kept = sorted((p for p in (d / "champions").glob("at*.pt")
+                   if at is None or int(p.stem[2:]) < at), key=lambda p: int(p.stem[2:]))
     for p in kept:
         refs[f"gen {p.stem[2:]}%"] = load(p, d)
     rows = []
@@ -270,12 +278,12 @@ def against_references(out: Path, env: str, seed: int, episodes: int,
 
 
 def head_to_head(out: Path, env: str, seed: int, episodes: int, mode: str,
-                 other: str) -> list[dict[str, Any]]:
+                 other: str, at: int | None = None) -> list[dict[str, Any]]:
     """Per seat: run ``mode``'s policy minus run ``other``'s, each against both runs' other
     team(s), on the same episodes."""
     da, db = run_dir(out, env, mode, seed), run_dir(out, env, other, seed)
     arena = Arena(da, episodes, 10**6 + seed)
-    a, b = load(da / "checkpoints" / "best.pt", da), load(db / "checkpoints" / "best.pt", db)
+    a, b = load(champion(da, at), da), load(champion(db, at), db)
     rows = []
     n = len(arena.teams)
     for t, (team, _) in enumerate(arena.teams):
@@ -310,6 +318,10 @@ def main() -> None:
     ap.add_argument("--extend", metavar="DIR",
                     help="a --out of shorter runs: each run is that run copied and resumed up "
                          "to --steps (the same run, as it resumes exactly), not trained anew")
+    ap.add_argument("--at", type=int, choices=[int(100 * m) for m in MARKS if m],
+                    help="train nothing; play each run's champion kept this %% into the run "
+                         "(against the earlier ones) instead of its last: the runs of 2M env "
+                         "steps at 50 are the runs of 1M")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -320,7 +332,7 @@ def main() -> None:
     have = {(r["env"], r["mode"], r["seed"]) for r in done if r["steps"] == args.steps}
     modes = args.modes.split(",")
     todo = [(e, m, s) for e in envs for s in seeds for m in modes
-            if (e, m, s) not in have]
+            if (e, m, s) not in have and args.at is None]
     if todo:
         print(f"{len(todo)} runs of {args.steps:,} env steps, {args.jobs} at a time", flush=True)
         os.environ.setdefault("WANDB_MODE", "disabled")
@@ -364,14 +376,17 @@ def main() -> None:
             raise SystemExit(f"{len(failed)} of {len(todo)} runs did not finish; the same "
                              "command goes on from each one's last checkpoint")
     for env in envs:
-        print(f"\n{env}, MATD3, {args.steps:,} env steps, {args.episodes} episodes per pairing")
+        reached = "" if args.at is None else f", their champions at {args.at}%"
+        print(f"\n{env}, MATD3, runs of {args.steps:,} env steps{reached}, {args.episodes} "
+              "episodes per pairing")
         refs: dict[str, list[dict[str, Any]]] = {}
         for mode in (m for m in TEAM_MODES if m in modes):
             print(f"\n{mode} runs\n\n| seed | team | reference | champion (mean +- sd) | "
                   "reference in its seat | champion minus reference [95% CI] | beats |\n"
                   "|---|---|---|---|---|---|---|")
             refs[mode] = [r for seed in seeds
-                          for r in against_references(out, env, seed, args.episodes, mode)]
+                          for r in against_references(out, env, seed, args.episodes, mode,
+                                                       args.at)]
             for r in refs[mode]:
                 print(f"| {r['seed']} | {r['team']} | {r['reference']} | {r['champion']:.2f} +- "
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
@@ -392,7 +407,8 @@ def main() -> None:
         for a, b in PAIRS:
             if a not in modes or b not in modes:
                 continue
-            rows = [r for seed in seeds for r in head_to_head(out, env, seed, args.episodes, a, b)]
+            rows = [r for seed in seeds for r in head_to_head(out, env, seed, args.episodes, a, b,
+                                                               args.at)]
             print(f"\n| team | per seed: {a} run minus {b} run | mean [95% CI] |\n|---|---|---|")
             for team in dict.fromkeys(r["team"] for r in rows):
                 delta = np.array([r["delta"] for r in rows if r["team"] == team])
