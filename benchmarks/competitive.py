@@ -75,6 +75,9 @@ MODES: dict[str, dict[str, Any]] = {
     # updates, and the predators' rewards shaped as in shaped
     "updates_shaped": {**SCRIPTED, "algo.gradient_steps": 5,
                        "env.shaping": {"adversaries": 1.0}},
+    # updates_shaped, with half of each member's fitness from a match against the heuristic
+    "shaped_anchored": {**SCRIPTED, "algo.gradient_steps": 5,
+                        "env.shaping": {"adversaries": 1.0}, "eval.heuristic_weight": 0.5},
     # scripted, with half of each member's fitness from a match against the heuristic
     "anchored": {**SCRIPTED, "eval.heuristic_weight": 0.5},
     # scripted, with half the exploration and target-smoothing noise (0.05 where it is 0.1)
@@ -107,11 +110,12 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
-         ("framed3", "framed"), ("updates_shaped", "updates"))  # head to head
+         ("framed3", "framed"), ("updates_shaped", "updates"),
+         ("shaped_anchored", "updates_shaped"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed",
-         "updates_shaped": "updates"}
+         "updates_shaped": "updates", "shaped_anchored": "updates_shaped"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
