@@ -56,6 +56,9 @@ PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0, "env.shaping": {}
                          "algo.gradient_steps": 1, "env.frames": 1}
 # teams, in half of each slot's envs one team's member plays the scripted heuristic
 SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
+# the simple_tag preset (scripted, five gradient steps per learn) with the predators shaped
+UPDATES_SHAPED: dict[str, Any] = {**SCRIPTED, "algo.gradient_steps": 5,
+                                  "env.shaping": {"adversaries": 1.0}}
 MODES: dict[str, dict[str, Any]] = {
     "teams": {"population.teams": "auto"},                            # a population per team
     "joint": {"population.teams": "joint"},                           # the all-agent sum
@@ -73,11 +76,9 @@ MODES: dict[str, dict[str, Any]] = {
     # scripted, with five gradient steps where the preset takes one (0.2 per env step, not 0.04)
     "updates": {**SCRIPTED, "algo.gradient_steps": 5},
     # updates, and the predators' rewards shaped as in shaped
-    "updates_shaped": {**SCRIPTED, "algo.gradient_steps": 5,
-                       "env.shaping": {"adversaries": 1.0}},
+    "updates_shaped": UPDATES_SHAPED,
     # updates_shaped, with half of each member's fitness from a match against the heuristic
-    "shaped_anchored": {**SCRIPTED, "algo.gradient_steps": 5,
-                        "env.shaping": {"adversaries": 1.0}, "eval.heuristic_weight": 0.5},
+    "shaped_anchored": {**UPDATES_SHAPED, "eval.heuristic_weight": 0.5},
     # scripted, with half of each member's fitness from a match against the heuristic
     "anchored": {**SCRIPTED, "eval.heuristic_weight": 0.5},
     # scripted, with half the exploration and target-smoothing noise (0.05 where it is 0.1)
