@@ -98,6 +98,10 @@ MODES: dict[str, dict[str, Any]] = {
     "framed_joint": {"population.teams": "joint", "env.frames": 2},
     # framed, with 2 members per team (as pairs)
     "framed_pairs": {**SCRIPTED, "env.frames": 2, "population.size": 2},
+    # framed, with three gradient steps per learn and fitness half from the heuristic match
+    # (guarded with two frames)
+    "framed_guarded": {**SCRIPTED, "env.frames": 2, "algo.gradient_steps": 3,
+                       "eval.heuristic_weight": 0.5},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -112,11 +116,12 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
          ("framed3", "framed"), ("updates_shaped", "updates"),
-         ("shaped_anchored", "updates_shaped"))  # head to head
+         ("shaped_anchored", "updates_shaped"), ("framed_guarded", "framed"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed",
-         "updates_shaped": "updates", "shaped_anchored": "updates_shaped"}
+         "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
+         "framed_guarded": "framed"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
