@@ -52,7 +52,8 @@ MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
 # every mode starts from the preset with these off, so that a mode means the same run whatever a
 # preset ships (the simple_adversary and simple_tag presets play the heuristic, and simple_tag's
 # takes five gradient steps per learn; see benchmarks/README.md)
-PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0, "env.shaping": {},
+PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0,
+                         "population.scripted_teams": None, "env.shaping": {},
                          "algo.gradient_steps": 1, "env.frames": 1}
 # teams, in half of each slot's envs one team's member plays the scripted heuristic
 SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
@@ -102,6 +103,9 @@ MODES: dict[str, dict[str, Any]] = {
     # (guarded with two frames)
     "framed_guarded": {**SCRIPTED, "env.frames": 2, "algo.gradient_steps": 3,
                        "eval.heuristic_weight": 0.5},
+    # framed, the heuristic playing the adversaries' seats only: the good agents' member meets
+    # it in half of every slot's envs, not of every other slot's
+    "framed_good": {**SCRIPTED, "env.frames": 2, "population.scripted_teams": ["good"]},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -116,12 +120,13 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
          ("framed3", "framed"), ("updates_shaped", "updates"),
-         ("shaped_anchored", "updates_shaped"), ("framed_guarded", "framed"))  # head to head
+         ("shaped_anchored", "updates_shaped"), ("framed_guarded", "framed"),
+         ("framed_good", "framed"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
-         "framed_guarded": "framed"}
+         "framed_guarded": "framed", "framed_good": "framed"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:

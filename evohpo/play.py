@@ -81,12 +81,14 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
     teams: dict[str, tuple[str, ...]] = getattr(spec, "teams", None) or {}
     if cfg.population.teams == "joint" or len(teams) < 2:
         for section, key in (("population", "past_opponents"),
-                             ("population", "scripted_opponents"), ("eval", "heuristic_weight")):
+                             ("population", "scripted_opponents"),
+                             ("population", "scripted_teams"), ("eval", "heuristic_weight")):
             value = getattr(getattr(cfg, section), key)
-            if value:
+            if value is not None and value != 0:
                 raise ConfigError(f"config key '{section}.{key}': {value} needs a game of "
                                   "several teams and population.teams: auto; "
-                                  f"{spec.name} plays as one team here; set it to 0")
+                                  f"{spec.name} plays as one team here; set it to "
+                                  f"{'null' if isinstance(value, list) else 0}")
         return None
     return [(name, tuple(agents)) for name, agents in teams.items()]
 

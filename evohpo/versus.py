@@ -89,6 +89,8 @@ class League:
             spec, cfg.env.name, cfg.env.kwargs,
             f"the scripted heuristic of config key 'population.scripted_opponents' ({p})",
             "set it to 0") if p else None)
+        # population.scripted_teams: which teams' members play it (None: every team in turn)
+        self.scripted_teams = self.facing_heuristic(cfg, [t for t, _ in teams])
         # eval.heuristic_weight: part of the fitness from a match against the heuristic
         w = cfg.eval.heuristic_weight
         if w and cfg.eval.team_fitness != "return":
@@ -112,8 +114,9 @@ class League:
         ``generation``: for each slot, the team whose member plays all of the slot's envs and
         the opponent there: the index of kept champions (``population.past_opponents``, drawn
         uniformly), :data:`SCRIPTED` (the heuristic, with chance
-        ``population.scripted_opponents``) or :data:`LIVE` (the current members), all drawn
-        from the seed and the generation. Empty: every env plays the current members."""
+        ``population.scripted_opponents``, against the teams of ``population.scripted_teams``)
+        or :data:`LIVE` (the current members), all drawn from the seed and the generation.
+        Empty: every env plays the current members."""
         p = self.cfg.population.scripted_opponents
         if not self.archive and not p:
             return []
@@ -125,7 +128,27 @@ class League:
             picks = [SCRIPTED if s else e for s, e in zip(scripted, picks, strict=True)]
         if all(e == LIVE for e in picks):
             return []
-        return [((j + generation) % len(self.teams), e) for j, e in enumerate(picks)]
+        turn = [(j + generation) % len(self.teams) for j in range(self.n)]
+        if (only := self.scripted_teams) is not None:  # the heuristic meets these teams only
+            turn = [only[(j + generation) % len(only)] if e == SCRIPTED else u
+                    for j, (u, e) in enumerate(zip(turn, picks, strict=True))]
+        return list(zip(turn, picks, strict=True))
+
+    @staticmethod
+    def facing_heuristic(cfg: Config, names: list[str]) -> list[int] | None:
+        """The indices of the teams named by ``population.scripted_teams`` (None: all)."""
+        chosen = cfg.population.scripted_teams
+        if chosen is None:
+            return None
+        key = f"config key 'population.scripted_teams': {chosen}"
+        if not cfg.population.scripted_opponents:
+            raise ConfigError(f"{key} names the teams that play the scripted heuristic, which "
+                              "population.scripted_opponents is 0 to draw: set it above 0, or "
+                              "this key to null")
+        if not chosen or any(t not in names for t in chosen):
+            raise ConfigError(f"{key} must name one or more teams of this game: "
+                              f"{', '.join(names)} (null: every team)")
+        return sorted({names.index(t) for t in chosen})
 
     def opponents(self, generation: int) -> list[tuple[int, Opponent]] | None:
         """Each slot's draw with its opponents (past champions, the scripted policy, or None

@@ -309,10 +309,12 @@ def test_past_opponents_config_errors(over: dict[str, Any], says: str) -> None:
     assert "population.past_opponents" in str(ei.value) and says in str(ei.value)
 
 
-def test_scripted_heuristic_plays_the_second_half_of_each_slot() -> None:
+@pytest.mark.parametrize("facing", [None, ["good"], ["adversaries"], ["good", "adversaries"]])
+def test_scripted_heuristic_plays_the_second_half_of_each_slot(facing: list[str] | None) -> None:
     from evohpo.references import Scripted, heuristic_policy
 
-    t = Trainer(tag_cfg(**SCRIPTED))
+    t = Trainer(tag_cfg(**{**SCRIPTED, "population": {"scripted_opponents": 1.0,
+                                                       "scripted_teams": facing}}))
     league, rt = t.league, t.runtime
     assert league is not None
     heuristic = heuristic_policy(t.spec, "simple_tag", t.cfg.env.kwargs)
@@ -320,8 +322,11 @@ def test_scripted_heuristic_plays_the_second_half_of_each_slot() -> None:
         m.algo.set_hyperparams(expl_noise=0.0)
     for generation in (0, 1):  # from the first window: it needs nothing kept
         opponents = league.opponents(generation)
-        assert opponents is not None and [u for u, _ in opponents] == [
-            (j + generation) % 2 for j in range(2)]
+        # the team whose member plays the heuristic: every team in turn, or the one named
+        turn = [(j + generation) % 2 for j in range(2)] if facing is None or len(facing) == 2 \
+            else [["adversaries", "good"].index(facing[0])] * 2
+        assert opponents is not None and [u for u, _ in opponents] == turn
+        assert [u for u, _ in league.drawn(generation)] == turn  # as league.jsonl records
         assert all(isinstance(p, Scripted) for _, p in opponents)
         slots = league.slots(generation)
         rt.start()
@@ -381,6 +386,42 @@ def test_scripted_opponents_config_errors(over: dict[str, Any], says: str) -> No
     with pytest.raises(ConfigError) as ei:
         Trainer(tag_cfg(**over)).close()
     assert "population.scripted_opponents" in str(ei.value) and says in str(ei.value)
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({**SCRIPTED, "population": {"scripted_opponents": 1.0, "scripted_teams": ["prey"]}},
+     "adversaries, good"),
+    ({**SCRIPTED, "population": {"scripted_opponents": 1.0, "scripted_teams": []}},
+     "one or more teams"),
+    ({**SCRIPTED, "population": {"scripted_opponents": 0.0, "scripted_teams": ["good"]}},
+     "is 0"),
+    ({**SCRIPTED, "population": {"teams": "joint", "scripted_opponents": 0.0,
+                                 "scripted_teams": ["good"]}}, "set it to null"),
+])
+def test_scripted_teams_config_errors(over: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        Trainer(tag_cfg(**over)).close()
+    assert "population.scripted_teams" in str(ei.value) and says in str(ei.value)
+
+
+def test_scripted_teams_leave_past_champions_draws_as_they_were() -> None:
+    over = {**MIXED, "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
+    both = Trainer(tag_cfg(**over))
+    good = Trainer(tag_cfg(**{**over, "population": {**over["population"],
+                                                     "scripted_teams": ["good"]}}))
+    for t in (both, good):
+        assert t.league is not None
+        t.league.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
+    assert both.league is not None and good.league is not None
+    seen = set()
+    for g in range(1, 60):
+        for (u, e), (v, f) in zip(both.league.draws(g), good.league.draws(g), strict=True):
+            assert e == f  # the same opponents drawn
+            assert v == (1 if e == versus.SCRIPTED else u)  # the heuristic meets the prey only
+            seen.add((e == versus.SCRIPTED, u))
+    assert seen == {(True, 0), (True, 1), (False, 0), (False, 1)}
+    both.close()
+    good.close()
 
 
 @pytest.mark.parametrize(("over", "says"), [

@@ -194,6 +194,10 @@ class PopulationConfig:
         "played against the env's scripted heuristic (evohpo/references.py) instead; 0: off. "
         "Without past_opponents the slots that do not draw it play the current members "
         "throughout", lo=0.0, hi=1.0)
+    scripted_teams: list[str] | None = _f(
+        None, "teams: the teams whose members play the scripted heuristic where "
+        "scripted_opponents draws it (the heuristic takes every other team's seats); null: "
+        "every team, alternating by slot and window")
     opponent_actions: Literal["played", "learned"] = _f(
         "played", "teams: the other teams' next actions in a member's critic targets: played "
         "(what the policies that played each env do at its next observation, kept in the replay "
