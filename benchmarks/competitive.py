@@ -106,6 +106,9 @@ MODES: dict[str, dict[str, Any]] = {
     # framed, the heuristic playing the adversaries' seats only: the good agents' member meets
     # it in half of every slot's envs, not of every other slot's
     "framed_good": {**SCRIPTED, "env.frames": 2, "population.scripted_teams": ["good"]},
+    # framed, each match 32 episodes where the preset plays 8: a quarter of the fitness noise
+    # in selection
+    "framed_sure": {**SCRIPTED, "env.frames": 2, "eval.episodes": 32},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -121,12 +124,13 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
          ("framed3", "framed"), ("updates_shaped", "updates"),
          ("shaped_anchored", "updates_shaped"), ("framed_guarded", "framed"),
-         ("framed_good", "framed"))  # head to head
+         ("framed_good", "framed"), ("framed_sure", "framed"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
-         "framed_guarded": "framed", "framed_good": "framed"}
+         "framed_guarded": "framed", "framed_good": "framed",
+         "framed_sure": "framed"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
