@@ -106,8 +106,8 @@ MODES: dict[str, dict[str, Any]] = {
     # framed, the heuristic playing the adversaries' seats only: the good agents' member meets
     # it in half of every slot's envs, not of every other slot's
     "framed_good": {**SCRIPTED, "env.frames": 2, "population.scripted_teams": ["good"]},
-    # framed, each match 32 episodes where the preset plays 8: a quarter of the fitness noise
-    # in selection
+    # framed, each match 32 episodes where the preset plays 8: half the standard error of the
+    # fitness that selection reads
     "framed_sure": {**SCRIPTED, "env.frames": 2, "eval.episodes": 32},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
