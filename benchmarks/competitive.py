@@ -109,6 +109,8 @@ MODES: dict[str, dict[str, Any]] = {
     # framed, each match 32 episodes where the preset plays 8: half the standard error of the
     # fitness that selection reads
     "framed_sure": {**SCRIPTED, "env.frames": 2, "eval.episodes": 32},
+    # framed, the heuristic drawn for half the slots per window where framed draws it for all
+    "framed_half": {**SCRIPTED, "env.frames": 2, "population.scripted_opponents": 0.5},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -124,13 +126,14 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
          ("framed3", "framed"), ("updates_shaped", "updates"),
          ("shaped_anchored", "updates_shaped"), ("framed_guarded", "framed"),
-         ("framed_good", "framed"), ("framed_sure", "framed"))  # head to head
+         ("framed_good", "framed"), ("framed_sure", "framed"),
+         ("framed_half", "framed"))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
          "framed_guarded": "framed", "framed_good": "framed",
-         "framed_sure": "framed"}
+         "framed_sure": "framed", "framed_half": "framed"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
