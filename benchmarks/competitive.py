@@ -57,6 +57,9 @@ PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0,
                          "algo.gradient_steps": 1, "env.frames": 1}
 # teams, in half of each slot's envs one team's member plays the scripted heuristic
 SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
+# scripted, each agent seeing its last two observations (env.frames), so its velocity: the
+# simple_adversary preset
+FRAMED: dict[str, Any] = {**SCRIPTED, "env.frames": 2}
 # the simple_tag preset (scripted, five gradient steps per learn) with the predators shaped
 UPDATES_SHAPED: dict[str, Any] = {**SCRIPTED, "algo.gradient_steps": 5,
                                   "env.shaping": {"adversaries": 1.0}}
@@ -92,25 +95,24 @@ MODES: dict[str, dict[str, Any]] = {
     # scripted, with a hundred times the penalty on the actors' raw outputs (algo.action_reg)
     "damped": {**SCRIPTED, "algo.action_reg": 0.1},
     # scripted, each agent seeing its last two observations (env.frames), so its velocity
-    "framed": {**SCRIPTED, "env.frames": 2},
+    "framed": FRAMED,
     # scripted, each agent seeing its last three observations
     "framed3": {**SCRIPTED, "env.frames": 3},
     # joint, each agent seeing its last two observations
     "framed_joint": {"population.teams": "joint", "env.frames": 2},
     # framed, with 2 members per team (as pairs)
-    "framed_pairs": {**SCRIPTED, "env.frames": 2, "population.size": 2},
+    "framed_pairs": {**FRAMED, "population.size": 2},
     # framed, with three gradient steps per learn and fitness half from the heuristic match
     # (guarded with two frames)
-    "framed_guarded": {**SCRIPTED, "env.frames": 2, "algo.gradient_steps": 3,
-                       "eval.heuristic_weight": 0.5},
+    "framed_guarded": {**FRAMED, "algo.gradient_steps": 3, "eval.heuristic_weight": 0.5},
     # framed, the heuristic playing the adversaries' seats only: the good agents' member meets
     # it in half of every slot's envs, not of every other slot's
-    "framed_good": {**SCRIPTED, "env.frames": 2, "population.scripted_teams": ["good"]},
+    "framed_good": {**FRAMED, "population.scripted_teams": ["good"]},
     # framed, each match 32 episodes where the preset plays 8: half the standard error of the
     # fitness that selection reads
-    "framed_sure": {**SCRIPTED, "env.frames": 2, "eval.episodes": 32},
+    "framed_sure": {**FRAMED, "eval.episodes": 32},
     # framed, the heuristic drawn for half the slots per window where framed draws it for all
-    "framed_half": {**SCRIPTED, "env.frames": 2, "population.scripted_opponents": 0.5},
+    "framed_half": {**FRAMED, "population.scripted_opponents": 0.5},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -118,22 +120,21 @@ TEAM_MODES = tuple(m for m, o in MODES.items()
 # too) and pairs its reference table with the scripted run
 VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped", "framed",
             "framed_pairs", "framed3")
+# the variants of framed: each meets the framed run and pairs its reference table with it
+FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "framed_half")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
-         ("framed3", "framed"), ("updates_shaped", "updates"),
-         ("shaped_anchored", "updates_shaped"), ("framed_guarded", "framed"),
-         ("framed_good", "framed"), ("framed_sure", "framed"),
-         ("framed_half", "framed"))  # head to head
+         ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
+         *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
-         **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs", "framed3": "framed",
+         **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
-         "framed_guarded": "framed", "framed_good": "framed",
-         "framed_sure": "framed", "framed_half": "framed"}
+         **{v: "framed" for v in FRAMED_VARIANTS}}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:

@@ -84,7 +84,7 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
                              ("population", "scripted_opponents"),
                              ("population", "scripted_teams"), ("eval", "heuristic_weight")):
             value = getattr(getattr(cfg, section), key)
-            if value is not None and value != 0:
+            if value not in (None, 0):  # scripted_teams is a list
                 raise ConfigError(f"config key '{section}.{key}': {value} needs a game of "
                                   "several teams and population.teams: auto; "
                                   f"{spec.name} plays as one team here; set it to "

@@ -89,7 +89,7 @@ class League:
             spec, cfg.env.name, cfg.env.kwargs,
             f"the scripted heuristic of config key 'population.scripted_opponents' ({p})",
             "set it to 0") if p else None)
-        # population.scripted_teams: which teams' members play it (None: every team in turn)
+        # population.scripted_teams: the indices of the teams whose members play it, in turn
         self.scripted_teams = self.facing_heuristic(cfg, [t for t, _ in teams])
         # eval.heuristic_weight: part of the fitness from a match against the heuristic
         w = cfg.eval.heuristic_weight
@@ -128,18 +128,18 @@ class League:
             picks = [SCRIPTED if s else e for s, e in zip(scripted, picks, strict=True)]
         if all(e == LIVE for e in picks):
             return []
-        turn = [(j + generation) % len(self.teams) for j in range(self.n)]
-        if (only := self.scripted_teams) is not None:  # the heuristic meets these teams only
-            turn = [only[(j + generation) % len(only)] if e == SCRIPTED else u
-                    for j, (u, e) in enumerate(zip(turn, picks, strict=True))]
-        return list(zip(turn, picks, strict=True))
+        drawn = []
+        for j, e in enumerate(picks):  # the teams in turn; the heuristic meets scripted_teams only
+            turns = self.scripted_teams if e == SCRIPTED else range(len(self.teams))
+            drawn.append((turns[(j + generation) % len(turns)], e))
+        return drawn
 
     @staticmethod
-    def facing_heuristic(cfg: Config, names: list[str]) -> list[int] | None:
-        """The indices of the teams named by ``population.scripted_teams`` (None: all)."""
+    def facing_heuristic(cfg: Config, names: list[str]) -> list[int]:
+        """The indices of the teams named by ``population.scripted_teams`` (null: all)."""
         chosen = cfg.population.scripted_teams
         if chosen is None:
-            return None
+            return list(range(len(names)))
         key = f"config key 'population.scripted_teams': {chosen}"
         if not cfg.population.scripted_opponents:
             raise ConfigError(f"{key} names the teams that play the scripted heuristic, which "
