@@ -113,6 +113,8 @@ MODES: dict[str, dict[str, Any]] = {
     "framed_sure": {**FRAMED, "eval.episodes": 32},
     # framed, the heuristic drawn for half the slots per window where framed draws it for all
     "framed_half": {**FRAMED, "population.scripted_opponents": 0.5},
+    # framed, every member's learning rates falling over the second half of the run to a tenth
+    "framed_decay": {**FRAMED, "algo.lr_decay": 0.1, "algo.lr_decay_start": 0.5},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -121,7 +123,8 @@ TEAM_MODES = tuple(m for m, o in MODES.items()
 VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped", "framed",
             "framed_pairs", "framed3")
 # the variants of framed: each meets the framed run and pairs its reference table with it
-FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "framed_half")
+FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "framed_half",
+                   "framed_decay")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS

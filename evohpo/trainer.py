@@ -33,7 +33,7 @@ from evohpo.loggers import Logger
 from evohpo.metrics import Window, best_index, generation_metrics
 from evohpo.play import Score, fitness_agents, playing_teams
 from evohpo.population import make_population
-from evohpo.runtime import Runtime
+from evohpo.runtime import Runtime, lr_factor
 from evohpo.runtime.backends import runtime_class
 from evohpo.state import RunState
 from evohpo.versus import League
@@ -118,6 +118,7 @@ class Trainer:
         k = self.runtime.k
         n = min(-(-(cfg.evolution.evo_steps - s.window_steps) // k),
                 -(-(cfg.steps - s.env_steps) // cfg.env.num_envs))
+        self.runtime.lr_scale = lr_factor(cfg, s.env_steps)
         taken = self.runtime.collect(n, s.env_steps, s.generation, stop=lambda: self.interrupted)
         s.env_steps += taken * cfg.env.num_envs
         s.window_steps += taken * k
@@ -184,6 +185,8 @@ class Trainer:
             s.generation, self.elapsed(now), now - self.window_start, pop_steps, self.evaluated,
             scores, self.runtime.window(), s.best_ever, records,
             self.keeper.score if self.cfg.eval.confirm_episodes else None))
+        if self.cfg.algo.lr_decay < 1:
+            m["train/lr_factor"] = self.runtime.lr_scale
         if self.league:  # per team; eval/* then describe the first team
             m.update(self.league.window_metrics(self.evaluated, scores, s.generation, self.log))
         self.log.log(m, s.env_steps)

@@ -64,7 +64,12 @@ FRAMED = {"env": {"name": "simple_adversary", "kwargs": {"continuous_actions": T
                   "frames": 2}}
 
 
-@pytest.mark.parametrize("over", [{}, IN_PLACE, FRAMED], ids=["tournament", "in_place", "framed"])
+# learning rates falling over the run (algo.lr_decay): the driver hands the actors the factor
+DECAY = {"algo": {"lr_decay": 0.1, "lr_decay_start": 0.25}}
+
+
+@pytest.mark.parametrize("over", [{}, IN_PLACE, FRAMED, DECAY],
+                         ids=["tournament", "in_place", "framed", "lr_decay"])
 def test_one_actor_repeats_a_local_run_exactly(tmp_path: Path, over: dict[str, Any]) -> None:
     cfg = ray_cfg(1, **over)
     _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")

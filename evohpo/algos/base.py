@@ -52,6 +52,7 @@ class Algorithm(Protocol):
     critics: dict[str, list[MLP]]    # per agent
     # moves whenever the actors' weights change in place (learning, loading, weight noise)
     actor_version: int
+    lr_scale: float  # algo.lr_decay's factor on hp's learning rates in the optimizers now
 
     def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
             done: np.ndarray | None = None) -> Actions:
@@ -72,6 +73,10 @@ class Algorithm(Protocol):
         ...
 
     def set_hyperparams(self, **changes: Any) -> None:
+        ...
+
+    def set_lr_scale(self, scale: float) -> None:
+        """The optimizers' learning rates at ``scale`` times ``hp``'s."""
         ...
 
     def arch(self) -> dict[str, Any]:

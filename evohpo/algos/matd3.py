@@ -66,6 +66,7 @@ class MATD3:
         # the agents it trains; the others' next actions come from the batch (next_actions)
         self.learners: tuple[str, ...] = spec.agents
         self.device = torch.device(device)
+        self.lr_scale = 1.0  # algo.lr_decay's factor now: the runtime sets it before learning
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(seed)
         if arch is None:
@@ -108,12 +109,16 @@ class MATD3:
         """Change hyperparameters; learning rates change in the optimizers in place (Adam state
         kept)."""
         self.hp = dataclasses.replace(self.hp, **changes)
-        for opt in self.actor_opts.values():
-            for g in opt.param_groups:
-                g["lr"] = self.hp.lr_actor
-        for opt in self.critic_opts.values():
-            for g in opt.param_groups:
-                g["lr"] = self.hp.lr_critic
+        self.set_lr_scale(self.lr_scale)
+
+    def set_lr_scale(self, scale: float) -> None:
+        """The optimizers' learning rates at ``scale`` times the member's own (algo.lr_decay)."""
+        self.lr_scale = scale
+        for opts, lr in ((self.actor_opts, self.hp.lr_actor),
+                         (self.critic_opts, self.hp.lr_critic)):
+            for opt in opts.values():
+                for g in opt.param_groups:
+                    g["lr"] = lr * scale
 
     # ------------------------------------------------------------------ acting
     def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,

@@ -67,6 +67,13 @@ class AlgoConfig:
     activation: Activation = _f("relu", "hidden activation of actors and critics")
     lr_actor: float = _f(1e-3, "actor learning rate (Adam)", lo=0, lo_open=True)
     lr_critic: float = _f(1e-3, "critic learning rate (Adam)", lo=0, lo_open=True)
+    lr_decay: float = _f(
+        1.0, "every member's learning rates at the run's end, as a factor of its own: they fall "
+        "linearly from lr_decay_start of the run's env steps (1: constant)", lo=0, hi=1,
+        lo_open=True)
+    lr_decay_start: float = _f(
+        0.5, "share of the run's env steps (steps) after which learning rates fall toward "
+        "lr_decay", lo=0, hi=1)
     gamma: float = _f(0.95, "discount factor", lo=0, hi=1)
     tau: float = _f(0.01, "polyak factor for target networks", lo=0, hi=1, lo_open=True)
     batch_size: int = _f(256, "transitions per gradient step", lo=1)

@@ -196,7 +196,8 @@ class RayRuntime(Runtime):
         """Start ``n`` vector steps in every actor: one (report, rows) pair of references each."""
         share = env_steps // self.num_actors
         self.restarts_before = self.restarts
-        return [a.run.options(num_returns=2).remote(n, share, self.restarts) for a in self.actors]
+        return [a.run.options(num_returns=2).remote(n, share, self.restarts, self.lr_scale)
+                for a in self.actors]
 
     def absorb(self, g: int, report: dict[str, Any]) -> None:
         """Take an actor's window into the driver's books: its members' states and its

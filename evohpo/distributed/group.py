@@ -164,14 +164,16 @@ class MemberGroup:
         self.t.done, self.t.ep_return = np.array(done, bool), np.array(ep_return, np.float64)
 
     # ------------------------------------------------------------------ a window
-    def run(self, n: int, env_steps: int, restarts: int) -> tuple[dict[str, Any], Rows]:
+    def run(self, n: int, env_steps: int, restarts: int, lr_scale: float = 1.0
+            ) -> tuple[dict[str, Any], Rows]:
         """``n`` vector steps of collection and learning; (report for the driver, the new rows).
 
         ``env_steps`` is the group's share of the population's steps (drives the learning
-        delay); ``restarts`` the run's env pool restarts so far (``env.max_restarts`` is global).
+        delay); ``restarts`` the run's env pool restarts so far (``env.max_restarts`` is global);
+        ``lr_scale`` the run's algo.lr_decay factor now.
         """
         t = self.t
-        t.restarts = restarts
+        t.restarts, t.lr_scale = restarts, lr_scale
         since = t.buffer.added
         t.collect(n, env_steps, 0)
         report = {"members": [member_state(m) for m in t.members], "loss_stats": t.loss_stats,

@@ -44,6 +44,16 @@ class WindowStats:
     restarts: int = 0  # env pool restarts after failures, in the whole run
 
 
+def lr_factor(cfg: Config, env_steps: int) -> float:
+    """algo.lr_decay's factor on every member's learning rates at ``env_steps`` of the run: 1
+    until lr_decay_start of its steps, then falling linearly to lr_decay at its end."""
+    a = cfg.algo
+    start = a.lr_decay_start * cfg.steps
+    if a.lr_decay == 1 or env_steps <= start or start >= cfg.steps:
+        return 1.0
+    return 1.0 - (1.0 - a.lr_decay) * min(1.0, (env_steps - start) / (cfg.steps - start))
+
+
 class Runtime(ABC):
     """Collects windows of experience for the placed members, and evaluates them."""
 
@@ -56,6 +66,7 @@ class Runtime(ABC):
         self.fitness_agents = fitness_agents
         self.k = cfg.env.num_envs // cfg.population.size  # envs per member slot
         self.teams = playing_teams(cfg, spec)  # None: each member drives every agent
+        self.lr_scale = 1.0  # lr_factor at the start of what collect runs: the trainer sets it
         self.next_actions = own_team_only(cfg, self.teams)
         self.shaping = make_shaping(cfg, spec)  # None: the replay memory keeps the env's rewards
         self.size = cfg.population.size * len(self.teams or [None])  # members placed

@@ -139,6 +139,9 @@ class LocalRuntime(Runtime):
     def collect(self, n: int, env_steps: int, generation: int,
                 stop: Callable[[], bool] = lambda: False) -> int:
         self.env_steps = env_steps
+        if self.cfg.algo.lr_decay < 1:  # members cloned, mutated or restored since included
+            for m in self.members:
+                m.algo.set_lr_scale(self.lr_scale)
         taken = 0
         while taken < n and not stop():
             taken += self.step()  # a step lost to an env failure is taken again
