@@ -115,6 +115,8 @@ MODES: dict[str, dict[str, Any]] = {
     "framed_half": {**FRAMED, "population.scripted_opponents": 0.5},
     # framed, every member's learning rates falling over the second half of the run to a tenth
     "framed_decay": {**FRAMED, "algo.lr_decay": 0.1, "algo.lr_decay_start": 0.5},
+    # framed, half of each member's fitness from a match against the heuristic
+    "framed_anchored": {**FRAMED, "eval.heuristic_weight": 0.5},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -124,7 +126,7 @@ VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "dam
             "framed_pairs", "framed3")
 # the variants of framed: each meets the framed run and pairs its reference table with it
 FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "framed_half",
-                   "framed_decay")
+                   "framed_decay", "framed_anchored")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
