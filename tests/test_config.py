@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evohpo import api
 from evohpo import config as C
 from evohpo.config import Config
 from evohpo.errors import ConfigError
@@ -57,6 +58,21 @@ def test_env_kwargs_merge_across_layers():
     cfg = C.load([a, b])
     assert cfg.env.name == "simple_spread"
     assert cfg.env.kwargs == {"N": 3, "max_cycles": 50, "continuous_actions": True}
+
+
+def test_an_empty_mapping_clears_a_presets_shaping_and_kwargs():
+    """env.shaping / kwargs / teams merge one level across layers; {} clears what is below."""
+    def tag(*overrides: str) -> C.Config:
+        return api.resolve(algo="matd3", env="simple_tag", overrides=list(overrides))[0]
+    assert tag().env.shaping == {"adversaries": 1.0}  # the preset ships it
+    off = tag("env.shaping={}")
+    assert off.env.shaping == {} and off.env.kwargs == tag().env.kwargs
+    assert tag("env.shaping.good=1").env.shaping == {"adversaries": 1.0, "good": 1.0}
+    assert C.load([{"env": {"kwargs": {"N": 3}}}, {"env": {"kwargs": {}}}]).env.kwargs == {}
+    teams = {"env": {"teams": {"a": ["agent_0"], "b": ["agent_1"]}}}
+    assert C.load([teams, {"env": {"teams": {}}}]).env.teams == {}
+    # sections still merge: an empty section changes nothing
+    assert C.load([{"algo": {"hidden": [32]}}, {"algo": {}}]).algo.hidden == [32]
 
 
 def test_load_does_not_mutate_its_layers():

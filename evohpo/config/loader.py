@@ -191,16 +191,23 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+# env keys whose values are free mappings, not config sections: a layer's mapping merges into
+# them one level (``--set env.shaping.good=1`` adds a team), and an empty one clears them
+# (``--set env.shaping={}`` turns off a preset's shaping)
+LEAF_MAPPINGS = ("kwargs", "teams", "shaping")
+
+
 def deep_merge(base: dict[str, Any], upd: Mapping[str, Any]) -> dict[str, Any]:
-    """``upd`` over ``base``: mappings merge by key (env.kwargs one level), the rest replaces."""
+    """``upd`` over ``base``: sections merge by key, the env's free mappings one level (an empty
+    one clears them), the rest replaces."""
     out = dict(base)
     for k, v in upd.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) and k != "kwargs":
-            out[k] = deep_merge(dict(out[k]), v)
-        elif isinstance(v, Mapping) and isinstance(out.get(k), Mapping):  # env.kwargs merge too
-            out[k] = {**out[k], **v}
-        else:
+        if not (isinstance(v, Mapping) and isinstance(out.get(k), Mapping)):
             out[k] = v
+        elif k not in LEAF_MAPPINGS:
+            out[k] = deep_merge(dict(out[k]), v)
+        else:
+            out[k] = {**out[k], **v} if v else {}
     return out
 
 
