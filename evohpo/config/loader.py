@@ -191,10 +191,21 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-# env keys whose values are free mappings, not config sections: a layer's mapping merges into
-# them one level (``--set env.shaping.good=1`` adds a team), and an empty one clears them
-# (``--set env.shaping={}`` turns off a preset's shaping)
-LEAF_MAPPINGS = ("kwargs", "teams", "shaping")
+def _free_mappings(cls: type) -> frozenset[str]:
+    """Names of the keys in ``cls``'s tree whose values are mappings of the user's, not config
+    sections (``dict[...]`` in the schema, optional or not: env.kwargs, teams, shaping)."""
+    names: set[str] = set()
+    for name, tp in typing.get_type_hints(cls).items():
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            names |= _free_mappings(tp)
+        elif dict in {typing.get_origin(a) for a in (tp, *typing.get_args(tp))}:
+            names.add(name)
+    return frozenset(names)
+
+
+# a layer's mapping merges into these one level (``--set env.shaping.good=1`` adds a team), and
+# an empty one clears them (``--set env.shaping={}`` turns off a preset's shaping)
+LEAF_MAPPINGS = _free_mappings(Config)
 
 
 def deep_merge(base: dict[str, Any], upd: Mapping[str, Any]) -> dict[str, Any]:
