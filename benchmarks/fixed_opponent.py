@@ -1,21 +1,26 @@
-"""One team of simple_tag learning alone against the scripted heuristic playing the other team.
+"""One team of simple_tag or simple_adversary learning alone against the scripted heuristic
+playing the other team.
 
     python benchmarks/fixed_opponent.py --steps 300000 --seeds 0 --shaping 0,1 \\
         --out runs/fixed_opponent
+    python benchmarks/fixed_opponent.py --env simple_adversary --learn good --steps 600000 \\
+        --seeds 0,1,2 --shaping 0 --out runs/fixed_opponent
 
 The other team's agents are played inside the env (``make``: a PettingZoo ParallelEnv whose
-agents are the learning team only), so evohpo trains a one-team population of the preset's
-MATD3 (with one gradient step per learn unless ``--set algo.gradient_steps=N``) against a fixed
-opponent. It separates "can the learner play this seat at all" from the
-league: in a league the opponents change as they learn. ``--shaping c`` adds the learning
-team's potential-based shaping of ``env.shaping`` (:class:`evohpo.shaping.Shaping`, the same
-code) inside the env with coefficient ``c``; every run's champion is then scored on the env's
-own rewards, on ``--episodes`` fresh episodes, beside the heuristic in the same seat.
+agents are the learning team only), so evohpo trains a one-team population of the env's MATD3
+preset (with one gradient step per learn unless ``--set algo.gradient_steps=N``, and the
+preset's ``env.frames``) against a fixed opponent. It separates "can the learner play this seat
+at all" from the league: in a league the opponents change as they learn. ``--shaping c`` adds
+the learning team's potential-based shaping of ``env.shaping`` (:class:`evohpo.shaping.Shaping`,
+the same code; simple_tag only) inside the env with coefficient ``c``; every run's champion is
+then scored on the env's own rewards, on ``--episodes`` fresh episodes, beside the heuristic in
+the same seat.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -29,28 +34,32 @@ from pettingzoo.utils.env import ParallelEnv
 KW = {"continuous_actions": True, "max_cycles": 25}
 
 
+ENVS = ("simple_tag", "simple_adversary")
+
+
 class FixedOpponent(ParallelEnv):
-    """simple_tag whose ``fixed`` team is played by the scripted heuristic."""
+    """``env`` (simple_tag or simple_adversary) whose other team is played by the scripted
+    heuristic."""
 
-    metadata = {"name": "simple_tag_vs_heuristic", "render_modes": []}
+    metadata = {"name": "vs_heuristic", "render_modes": []}
 
-    def __init__(self, learn: str = "adversaries", shaping: float = 0.0, gamma: float = 0.95):
-        from mpe2 import simple_tag_v3
-
+    def __init__(self, learn: str = "adversaries", shaping: float = 0.0, gamma: float = 0.95,
+                 env: str = "simple_tag"):
         from evohpo.envs.registry import probe
         from evohpo.references import heuristic_policy
         from evohpo.shaping import Shaping
 
-        self.env = simple_tag_v3.parallel_env(**KW)
-        spec = probe("simple_tag", KW)
-        self.heuristic = heuristic_policy(spec, "simple_tag", KW)
+        if env not in ENVS:
+            raise ValueError(f"env: {env!r} is not one of {', '.join(ENVS)}")
+        self.env = importlib.import_module(f"mpe2.{env}_v3").parallel_env(**KW)
+        spec = probe(env, KW)
+        self.heuristic = heuristic_policy(spec, env, KW)
         teams = dict(spec.teams)
         if learn not in teams:
             raise ValueError(f"learn: {learn!r} is not one of {sorted(teams)}")
         self.learners = list(teams[learn])
         self.fixed = [a for a in spec.agents if a not in self.learners]
-        self.shaping = (Shaping(spec, "simple_tag", KW, {learn: shaping}, gamma)
-                        if shaping else None)
+        self.shaping = (Shaping(spec, env, KW, {learn: shaping}, gamma) if shaping else None)
         self.possible_agents = list(self.learners)
         self.agents: list[str] = []
         self.obs: dict[str, np.ndarray] = {}
@@ -90,13 +99,15 @@ class FixedOpponent(ParallelEnv):
         self.env.close()
 
 
-def make(learn: str = "adversaries", shaping: float = 0.0) -> FixedOpponent:
-    return FixedOpponent(learn, shaping)
+def make(learn: str = "adversaries", shaping: float = 0.0, env: str = "simple_tag",
+         ) -> FixedOpponent:
+    return FixedOpponent(learn, shaping, env=env)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--env", default="simple_tag", choices=ENVS)
     ap.add_argument("--learn", default="adversaries", help="the team that learns")
     ap.add_argument("--steps", type=int, default=300_000)
     ap.add_argument("--seeds", default="0")
@@ -115,13 +126,15 @@ def main() -> None:
     from evohpo import config as C
     from evohpo.api import preset_path
 
-    print(f"simple_tag, {args.learn} learning against the heuristic, MATD3 preset"
+    print(f"{args.env}, {args.learn} learning against the heuristic, MATD3 preset"
           f"{' with ' + ', '.join(args.set) if args.set else ''}, "
           f"{args.steps:,} env steps, {args.episodes} fresh episodes\n\n| seed | shaping | "
-          "champion (mean +- sd) | heuristic in the seat | wall s |\n|---|---|---|---|---|")
+          "champion (mean +- sd) | heuristic in the seat | champion minus heuristic [95% CI] | "
+          "wall s |\n|---|---|---|---|---|---|")
     for seed in (int(s) for s in args.seeds.split(",")):
         for c in (float(x) for x in args.shaping.split(",")):
-            d = Path(args.out) / f"{args.learn}-c{c:g}{args.tag}-s{seed}"
+            prefix = "" if args.env == "simple_tag" else f"{args.env}-"
+            d = Path(args.out) / f"{prefix}{args.learn}-c{c:g}{args.tag}-s{seed}"
             t0 = time.perf_counter()
             if steps_done(d) >= args.steps:
                 pass  # finished: scored again
@@ -130,17 +143,24 @@ def main() -> None:
                 shutil.copytree(Path(args.extend) / d.name, d)
                 api.resume(d, steps=args.steps)
             else:
-                cfg = C.read_yaml(preset_path("matd3", "simple_tag"))  # all but the env
-                # one gradient step per learn, as measured before the preset took five; the
-                # heuristic opponent is the env's own here
+                cfg = C.read_yaml(preset_path("matd3", args.env))  # all but the env name
+                # one gradient step per learn, as measured before the simple_tag preset took
+                # five
                 cfg["algo"] = {**cfg["algo"], "gradient_steps": 1}
                 cfg["population"] = {**cfg["population"], "scripted_opponents": 0.0}
+                # the heuristic and any shaping are the env's own here
                 cfg["env"] = {**cfg["env"], "name": "fixed_opponent:make", "pool": "sync",
-                              "kwargs": {"learn": args.learn, "shaping": c}}
+                              "shaping": {},
+                              "kwargs": {"learn": args.learn, "shaping": c,
+                                         "env": args.env}}
                 api.train(cfg, steps=args.steps, seed=seed, run_dir=d, overwrite=True,
                           overrides=args.set)
-            champ, sd, ref = evaluate(d, args.learn, args.episodes, 10**6 + seed)
-            print(f"| {seed} | {c:g} | {champ:.1f} +- {sd:.1f} | {ref:.1f} | "
+            mine, ref = evaluate(d, args.env, args.learn, args.episodes, 10**6 + seed)
+            diff = mine - ref  # the same episodes: a paired difference
+            half = 1.96 * float(diff.std(ddof=1)) / np.sqrt(len(diff))
+            print(f"| {seed} | {c:g} | {mine.mean():.2f} +- {mine.std(ddof=1):.2f} | "
+                  f"{ref.mean():.2f} | {diff.mean():+.2f} [{diff.mean() - half:+.2f}, "
+                  f"{diff.mean() + half:+.2f}] | "
                   f"{time.perf_counter() - t0:.0f} |", flush=True)
 
 
@@ -153,13 +173,14 @@ def steps_done(d: Path) -> int:
     return int(json.loads(lines[-1])["env_steps"]) if lines else 0
 
 
-def evaluate(d: Path, learn: str, episodes: int, seed: int) -> tuple[float, float, float]:
+def evaluate(d: Path, env: str, learn: str, episodes: int, seed: int,
+             ) -> tuple[np.ndarray, np.ndarray]:
     """The champion of run ``d`` and the heuristic, each in the ``learn`` seat against the
-    heuristic, on the same fresh episodes of the plain game (no shaping)."""
+    heuristic, on the same fresh episodes of the plain game (no shaping): each one's team return
+    per episode."""
     from evohpo import checkpoint
     from evohpo.algos import restore_algo
     from evohpo.envs import spec_for
-    from evohpo.envs.registry import probe
     from evohpo.play import episode_returns, episode_totals, eval_pool
     from evohpo.playback import run_config
     from evohpo.references import heuristic_policy
@@ -167,9 +188,9 @@ def evaluate(d: Path, learn: str, episodes: int, seed: int) -> tuple[float, floa
     cfg = run_config(d)
     _, tensors = checkpoint.load(d / "checkpoints" / "best.pt")
     champ = restore_algo(cfg, spec_for(cfg.env), tensors["algo"], "cpu")
-    spec = probe("simple_tag", KW)
-    heuristic = heuristic_policy(spec, "simple_tag", KW)
-    plain = api_config(cfg)
+    plain = api_config(cfg, env)
+    spec = spec_for(plain.env)  # the plain game, its observations stacked as the run's
+    heuristic = heuristic_policy(spec, env, KW)
     pool = eval_pool(plain, spec, episodes)
     agents = tuple(spec.teams[learn])
     others = tuple(a for a in spec.agents if a not in agents)
@@ -178,15 +199,15 @@ def evaluate(d: Path, learn: str, episodes: int, seed: int) -> tuple[float, floa
     ref = episode_totals(episode_returns([(heuristic, agents), (heuristic, others)], pool, seed),
                          agents)
     pool.close()
-    return float(mine.mean()), float(mine.std(ddof=1)), float(ref.mean())
+    return mine, ref
 
 
-def api_config(cfg: Any) -> Any:
-    """``cfg`` on the plain simple_tag (what the champion is scored on)."""
+def api_config(cfg: Any, env: str) -> Any:
+    """``cfg`` on the plain ``env`` (what the champion is scored on)."""
     from evohpo import config as C
 
     d = C.to_dict(cfg)
-    d["env"] = {**d["env"], "name": "simple_tag", "kwargs": dict(KW)}
+    d["env"] = {**d["env"], "name": env, "kwargs": dict(KW)}
     return C.load([d])
 
 
