@@ -117,6 +117,11 @@ MODES: dict[str, dict[str, Any]] = {
     "framed_decay": {**FRAMED, "algo.lr_decay": 0.1, "algo.lr_decay_start": 0.5},
     # framed, half of each member's fitness from a match against the heuristic
     "framed_anchored": {**FRAMED, "eval.heuristic_weight": 0.5},
+    # framed, actors and critics starting 128 wide where the preset's start 64 wide
+    "framed_wide": {**FRAMED, "algo.hidden": [128, 128]},
+    # framed, discounting by 0.99 where the preset discounts by 0.95 (a horizon of about 100
+    # steps, not 20: the whole 25-step episode counts)
+    "framed_far": {**FRAMED, "algo.gamma": 0.99},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -126,7 +131,7 @@ VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "dam
             "framed_pairs", "framed3")
 # the variants of framed: each meets the framed run and pairs its reference table with it
 FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "framed_half",
-                   "framed_decay", "framed_anchored")
+                   "framed_decay", "framed_anchored", "framed_wide", "framed_far")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
