@@ -50,11 +50,12 @@ from evohpo.report.compare import t95  # two-sided 95% t quantiles
 
 MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
 # every mode starts from the preset with these off, so that a mode means the same run whatever a
-# preset ships (the simple_adversary and simple_tag presets play the heuristic, and simple_tag's
-# takes five gradient steps per learn; see benchmarks/README.md)
+# preset ships (the simple_adversary and simple_tag presets play the heuristic, simple_tag's
+# takes five gradient steps per learn and simple_adversary's starts 128 wide; see
+# benchmarks/README.md)
 PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0,
                          "population.scripted_teams": None, "env.shaping": {},
-                         "algo.gradient_steps": 1, "env.frames": 1}
+                         "algo.gradient_steps": 1, "env.frames": 1, "algo.hidden": [64, 64]}
 # teams, in half of each slot's envs one team's member plays the scripted heuristic
 SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
 # scripted, each agent seeing its last two observations (env.frames), so its velocity: the
