@@ -123,6 +123,10 @@ MODES: dict[str, dict[str, Any]] = {
     # framed, discounting by 0.99 where the preset discounts by 0.95 (a horizon of about 100
     # steps, not 20: the whole 25-step episode counts)
     "framed_far": {**FRAMED, "algo.gamma": 0.99},
+    # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
+    # simple_adversary preset
+    "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
+                          "algo.hidden": [128, 128]},
 }
 TEAM_MODES = tuple(m for m, o in MODES.items()
                    if o.get("population.teams") != "joint")  # a population per team
@@ -139,6 +143,7 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
+         ("framed_wide", "framed_wide_joint"),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes

@@ -1,5 +1,5 @@
-"""One team of simple_tag or simple_adversary learning alone against the scripted heuristic
-playing the other team.
+"""One team of a competitive mpe2 game (simple_tag, simple_adversary, simple_push: those with a
+scripted heuristic) learning alone against the scripted heuristic playing the other team.
 
     python benchmarks/fixed_opponent.py --steps 300000 --seeds 0 --shaping 0,1 \\
         --out runs/fixed_opponent
@@ -20,7 +20,6 @@ the same seat.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -31,27 +30,26 @@ from typing import Any
 import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
+from evohpo.references import HEURISTICS
+
 KW = {"continuous_actions": True, "max_cycles": 25}
-
-
-ENVS = ("simple_tag", "simple_adversary")
+ENVS = tuple(HEURISTICS)  # the envs with a scripted heuristic
 
 
 class FixedOpponent(ParallelEnv):
-    """``env`` (simple_tag or simple_adversary) whose other team is played by the scripted
-    heuristic."""
+    """``env`` (one of ``ENVS``) whose other team is played by the scripted heuristic."""
 
     metadata = {"name": "vs_heuristic", "render_modes": []}
 
     def __init__(self, learn: str = "adversaries", shaping: float = 0.0, gamma: float = 0.95,
                  env: str = "simple_tag"):
-        from evohpo.envs.registry import probe
+        from evohpo.envs.registry import factory_of, probe
         from evohpo.references import heuristic_policy
         from evohpo.shaping import Shaping
 
         if env not in ENVS:
             raise ValueError(f"env: {env!r} is not one of {', '.join(ENVS)}")
-        self.env = importlib.import_module(f"mpe2.{env}_v3").parallel_env(**KW)
+        self.env = factory_of(env)(**KW)
         spec = probe(env, KW)
         self.heuristic = heuristic_policy(spec, env, KW)
         teams = dict(spec.teams)
@@ -108,10 +106,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--env", default="simple_tag", choices=ENVS)
-    ap.add_argument("--learn", default="adversaries", help="the team that learns")
+    ap.add_argument("--learn", default="adversaries", choices=("adversaries", "good"),
+                    help="the team that learns")
     ap.add_argument("--steps", type=int, default=300_000)
     ap.add_argument("--seeds", default="0")
-    ap.add_argument("--shaping", default="0,1", help="comma-separated coefficients")
+    ap.add_argument("--shaping", help="comma-separated coefficients (default: 0,1 where the "
+                    "env has shaping potentials, else 0)")
     ap.add_argument("--episodes", type=int, default=200)
     ap.add_argument("--out", default="runs/fixed_opponent")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -121,6 +121,12 @@ def main() -> None:
                     help="a --out of shorter runs (same --tag): each run is that run copied and "
                          "resumed up to --steps (the same run, as it resumes exactly)")
     args = ap.parse_args()
+    from evohpo.shaping import POTENTIALS
+
+    args.shaping = args.shaping or ("0,1" if args.env in POTENTIALS else "0")
+    if args.env not in POTENTIALS and any(float(c) for c in args.shaping.split(",")):
+        ap.error(f"--shaping {args.shaping}: {args.env} has no shaping potentials (they exist "
+                 f"for {', '.join(POTENTIALS)}); use --shaping 0")
     os.environ.setdefault("WANDB_MODE", "disabled")
     from evohpo import api
     from evohpo import config as C
