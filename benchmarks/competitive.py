@@ -11,18 +11,20 @@ sum over all agents). The teams run keeps its champions of generation 0 and of 2
 the run (copies of ``checkpoints/best.pt`` taken as it trains). Then, on ``--episodes`` fresh
 episodes per pairing (seed 10**6 + run seed):
 
-1. *Champions against references.* Each team's final champion plays its own seat against the
-   other team played by: a random policy, the scripted heuristic, and the champions of
-   generation 0, 25% and 50%. Beside it, the reference's own return in that seat against the
-   same opponents, on the same episodes: the champion beats the reference when the paired
-   difference's 95% interval is above zero (below: it loses; across zero: within noise).
+1. *Champions against references.* Each team's final champion (a joint run's champion too,
+   seat by seat) plays its own seat against the other team played by: a random policy, the
+   scripted heuristic, and the champions of generation 0, 25% and 50%. Beside it, the
+   reference's own return in that seat against the same opponents, on the same episodes: the
+   champion beats the reference when the paired difference's 95% interval is above zero (below:
+   it loses; across zero: within noise).
 2. *Teams against joint.* In each seat, the teams run's policy and the joint run's policy
    each play against both runs' other team; the table gives the teams run's return minus the
-   joint run's, averaged over the two opponents: above zero, the team-evolved policy plays its
-   seat better. Mean over seeds with a 95% t interval. Every other mode (``--modes``; each is
-   a few config overrides on top of the preset, in ``MODES`` below, with what it changes)
-   meets the runs it changes the same way (``PAIRS``), and its champions' table against the
-   references is paired with the run it changes (``BASES``).
+   joint run's, averaged over the two opponents (and beside it, against each run's other team
+   alone): above zero, the team-evolved policy plays its seat better. Mean over seeds with a
+   95% t interval. Every other mode (``--modes``; each is a few config overrides on top of the
+   preset, in ``MODES`` below, with what it changes) meets the runs it changes the same way
+   (``PAIRS``), and its champions' table against the references is paired with the run it
+   changes (``BASES``).
 ``--at 50`` plays, instead of each run's last champions, those it kept half-way (against the
 earlier ones), training nothing: the runs of twice the budget at half of it. Finished runs are
 kept and skipped when run again; a run stopped part way goes on from its last
@@ -123,13 +125,16 @@ MODES: dict[str, dict[str, Any]] = {
     # framed, discounting by 0.99 where the preset discounts by 0.95 (a horizon of about 100
     # steps, not 20: the whole 25-step episode counts)
     "framed_far": {**FRAMED, "algo.gamma": 0.99},
+    # framed_wide, with half of the slots playing champions of earlier generations instead of
+    # the heuristic (fictitious self-play beside it): each team also meets opponents that have
+    # not adapted to it
+    "framed_wide_past": {**FRAMED, "algo.hidden": [128, 128],
+                         "population.scripted_opponents": 0.5, "population.past_opponents": 8},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # simple_adversary preset
     "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
                           "algo.hidden": [128, 128]},
 }
-TEAM_MODES = tuple(m for m, o in MODES.items()
-                   if o.get("population.teams") != "joint")  # a population per team
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
 VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped", "framed",
@@ -143,14 +148,16 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
-         ("framed_wide", "framed_wide_joint"),
+         ("framed_wide", "framed_wide_joint"), ("framed_wide_past", "framed_wide"),
+         ("framed_wide_past", "framed_wide_joint"),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
-         **{v: "framed" for v in FRAMED_VARIANTS}}
+         **{v: "framed" for v in FRAMED_VARIANTS}, "framed_wide_past": "framed_wide",
+         "framed_joint": "framed", "framed_wide_joint": "framed_wide"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
@@ -419,7 +426,7 @@ def main() -> None:
         print(f"\n{env}, MATD3, runs of {args.steps:,} env steps{reached}, {args.episodes} "
               "episodes per pairing")
         refs: dict[str, list[dict[str, Any]]] = {}
-        for mode in (m for m in TEAM_MODES if m in modes):
+        for mode in modes:  # a joint run's champion plays each seat too
             print(f"\n{mode} runs\n\n| seed | team | reference | champion (mean +- sd) | "
                   "reference in its seat | champion minus reference [95% CI] | beats |\n"
                   "|---|---|---|---|---|---|---|")
@@ -448,11 +455,14 @@ def main() -> None:
                 continue
             rows = [r for seed in seeds for r in head_to_head(out, env, seed, args.episodes, a, b,
                                                                args.at)]
-            print(f"\n| team | per seed: {a} run minus {b} run | mean [95% CI] |\n|---|---|---|")
+            print(f"\n| team | per seed: {a} run minus {b} run | mean [95% CI] | against {a}'s "
+                  f"other team | against {b}'s |\n|---|---|---|---|---|")
             for team in dict.fromkeys(r["team"] for r in rows):
-                delta = np.array([r["delta"] for r in rows if r["team"] == team])
-                print(f"| {team} | {', '.join(f'{x:+.2f}' for x in delta)} | "
-                      f"{interval(delta)} |")
+                mine = [r for r in rows if r["team"] == team]
+                delta = np.array([r["delta"] for r in mine])
+                print(f"| {team} | {', '.join(f'{x:+.2f}' for x in delta)} | {interval(delta)} | "
+                      + " | ".join(interval(np.array([r[f"vs_{m}_opponent"] for r in mine]))
+                                   for m in (a, b)) + " |")
 
 
 def interval(d: np.ndarray) -> str:
