@@ -1,10 +1,11 @@
-"""Where simple_adversary's good agents end their episodes against the scripted adversary.
+"""Where simple_adversary's good agents end their episodes against the scripted adversary, or
+against a run's champion adversary (``--adversary RUN``).
 
     python benchmarks/adversary_endings.py runs/competitive/simple_adversary-pbt-s0 \\
         runs/competitive/simple_adversary-teams-s0 --episodes 100
 
 For each run directory's champions (``checkpoints/best.pt``), and for the scripted good agents,
-plays ``--episodes`` mpe2 episodes (seeds 10**6, 10**6 + 1, ...) against the scripted adversary
+plays ``--episodes`` mpe2 episodes (seeds 10**6, 10**6 + 1, ...) against that adversary
 and prints, at each episode's last step: how often both good agents are nearest the goal
 landmark, split between the landmarks, or neither is nearest the goal; the mean distance to the
 goal of the nearer good agent, of the other one and of the adversary; and the good team's mean
@@ -110,6 +111,9 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="run directories of simple_adversary")
     ap.add_argument("--episodes", type=int, default=100)
+    ap.add_argument("--adversary", metavar="RUN",
+                    help="a simple_adversary run directory whose champion plays the adversary "
+                         "(default: the scripted heuristic)")
     ap.add_argument("--offset", type=float, default=0.3,
                     help="the decoy pair's distance from the goal, towards the other landmark")
     args = ap.parse_args()
@@ -122,14 +126,16 @@ def main() -> None:
         spec = spec_for(cfg.env)
         heuristic = reference_policy("heuristic", spec, cfg.env.name, cfg.env.kwargs, 0)
         cycles = int(cfg.env.kwargs.get("max_cycles", 25))
+        opponent = heuristic if args.adversary is None else load(
+            Path(args.adversary) / "checkpoints" / "best.pt", Path(args.adversary))
         champion = load(d / "checkpoints" / "best.pt", d)
-        got = endings(champion, heuristic, args.episodes, cycles)
+        got = endings(champion, opponent, args.episodes, cycles)
         print(f"{d.name}, learned good agents: {got}")
-    print(f"scripted good agents: {endings(heuristic, heuristic, args.episodes, cycles)}")
+    print(f"scripted good agents: {endings(heuristic, opponent, args.episodes, cycles)}")
     if int(cfg.env.kwargs.get("N", 2)) == 2:
         decoy = decoy_pair(spec, args.offset)
         print(f"decoy pair (offset {args.offset:g}): "
-              f"{endings(decoy, heuristic, args.episodes, cycles)}")
+              f"{endings(decoy, opponent, args.episodes, cycles)}")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,10 @@ MODES: dict[str, dict[str, Any]] = {
     # not adapted to it
     "framed_wide_past": {**FRAMED, "algo.hidden": [128, 128],
                          "population.scripted_opponents": 0.5, "population.past_opponents": 8},
+    # framed_wide, the heuristic playing the good agents' seats only: the adversaries' members
+    # meet it, the good agents' train against learned adversaries alone
+    "framed_wide_adv": {**FRAMED, "algo.hidden": [128, 128],
+                        "population.scripted_teams": ["adversaries"]},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # simple_adversary preset
     "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
@@ -149,7 +153,8 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
          ("framed_wide", "framed_wide_joint"), ("framed_wide_past", "framed_wide"),
-         ("framed_wide_past", "framed_wide_joint"),
+         ("framed_wide_past", "framed_wide_joint"), ("framed_wide_adv", "framed_wide"),
+         ("framed_wide_adv", "framed_wide_joint"),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
@@ -157,6 +162,7 @@ BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
          **{v: "framed" for v in FRAMED_VARIANTS}, "framed_wide_past": "framed_wide",
+         "framed_wide_adv": "framed_wide",
          "framed_joint": "framed", "framed_wide_joint": "framed_wide"}
 
 
