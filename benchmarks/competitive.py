@@ -214,7 +214,7 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
             shutil.copy(d / "checkpoints" / "best.pt",
                         keep / f"at{int(100 * marks[info.generation])}.pt")
 
-    callbacks = [snapshot] if mode != "joint" else []
+    callbacks = [snapshot]  # joint runs too: --at plays them against their earlier champions
     t0 = time.perf_counter()
     # this run, fresh or extended, stopped part way (or finished unlogged): it goes on from
     # its own last checkpoint
