@@ -63,6 +63,8 @@ SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opp
 # scripted, each agent seeing its last two observations (env.frames), so its velocity: the
 # simple_adversary preset
 FRAMED: dict[str, Any] = {**SCRIPTED, "env.frames": 2}
+# framed, actors and critics starting 128 wide: the simple_adversary preset
+WIDE: dict[str, Any] = {**FRAMED, "algo.hidden": [128, 128]}
 # the simple_tag preset (scripted, five gradient steps per learn) with the predators shaped
 UPDATES_SHAPED: dict[str, Any] = {**SCRIPTED, "algo.gradient_steps": 5,
                                   "env.shaping": {"adversaries": 1.0}}
@@ -121,19 +123,18 @@ MODES: dict[str, dict[str, Any]] = {
     # framed, half of each member's fitness from a match against the heuristic
     "framed_anchored": {**FRAMED, "eval.heuristic_weight": 0.5},
     # framed, actors and critics starting 128 wide where the preset's start 64 wide
-    "framed_wide": {**FRAMED, "algo.hidden": [128, 128]},
+    "framed_wide": WIDE,
     # framed, discounting by 0.99 where the preset discounts by 0.95 (a horizon of about 100
     # steps, not 20: the whole 25-step episode counts)
     "framed_far": {**FRAMED, "algo.gamma": 0.99},
     # framed_wide, with half of the slots playing champions of earlier generations instead of
     # the heuristic (fictitious self-play beside it): each team also meets opponents that have
     # not adapted to it
-    "framed_wide_past": {**FRAMED, "algo.hidden": [128, 128],
-                         "population.scripted_opponents": 0.5, "population.past_opponents": 8},
+    "framed_wide_past": {**WIDE, "population.scripted_opponents": 0.5,
+                         "population.past_opponents": 8},
     # framed_wide, the heuristic playing the good agents' seats only: the adversaries' members
     # meet it, the good agents' train against learned adversaries alone
-    "framed_wide_adv": {**FRAMED, "algo.hidden": [128, 128],
-                        "population.scripted_teams": ["adversaries"]},
+    "framed_wide_adv": {**WIDE, "population.scripted_teams": ["adversaries"]},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # simple_adversary preset
     "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
@@ -146,23 +147,24 @@ VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "dam
 # the variants of framed: each meets the framed run and pairs its reference table with it
 FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "framed_half",
                    "framed_decay", "framed_anchored", "framed_wide", "framed_far")
+# the variants of framed_wide: each meets the framed_wide and framed_wide_joint runs and pairs
+# its reference table with the framed_wide run
+WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
            for b in (("scripted", "teams", "joint") if v in ("shaped", "updates")
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
-         ("framed_wide", "framed_wide_joint"), ("framed_wide_past", "framed_wide"),
-         ("framed_wide_past", "framed_wide_joint"), ("framed_wide_adv", "framed_wide"),
-         ("framed_wide_adv", "framed_wide_joint"),
+         ("framed_wide", "framed_wide_joint"),
+         *((v, b) for v in WIDE_VARIANTS for b in ("framed_wide", "framed_wide_joint")),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
-         **{v: "framed" for v in FRAMED_VARIANTS}, "framed_wide_past": "framed_wide",
-         "framed_wide_adv": "framed_wide",
+         **{v: "framed" for v in FRAMED_VARIANTS}, **{v: "framed_wide" for v in WIDE_VARIANTS},
          "framed_joint": "framed", "framed_wide_joint": "framed_wide"}
 
 
