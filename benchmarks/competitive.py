@@ -135,6 +135,10 @@ MODES: dict[str, dict[str, Any]] = {
     # framed_wide, the heuristic playing the good agents' seats only: the adversaries' members
     # meet it, the good agents' train against learned adversaries alone
     "framed_wide_adv": {**WIDE, "population.scripted_teams": ["adversaries"]},
+    # framed_wide, each member also learning its own model of the other team, whose next
+    # actions the critics' targets take (as a member driving every agent does): targets
+    # against an opponent trained to answer the member's own policies
+    "framed_wide_learned": {**WIDE, "population.opponent_actions": "learned"},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # simple_adversary preset
     "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
@@ -149,7 +153,7 @@ FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "f
                    "framed_decay", "framed_anchored", "framed_wide", "framed_far")
 # the variants of framed_wide: each meets the framed_wide and framed_wide_joint runs and pairs
 # its reference table with the framed_wide run
-WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv")
+WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv", "framed_wide_learned")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
