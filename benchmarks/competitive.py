@@ -290,6 +290,13 @@ class Arena:
         returns = episode_returns(lineup, self.pool, self.seed)
         return [episode_totals(returns, agents) for _, agents in self.teams]
 
+    def seat(self, policy: Any, t: int, opponent: Any) -> np.ndarray:
+        """Team ``t``'s per-episode return, played by ``policy``, every other team by
+        ``opponent``."""
+        seats = [opponent] * len(self.teams)
+        seats[t] = policy
+        return self.play(seats)[t]
+
     def reference(self, kind: str) -> Any:
         from evohpo.references import reference_policy
 
@@ -320,10 +327,7 @@ def against_references(out: Path, env: str, seed: int, episodes: int,
     rows = []
     for name, ref in refs.items():
         for t, (team, _) in enumerate(arena.teams):
-            seats = [ref] * len(arena.teams)
-            bar = arena.play(seats)[t]
-            seats[t] = champ
-            got = arena.play(seats)[t]
+            bar, got = arena.seat(ref, t, ref), arena.seat(champ, t, ref)
             d = got - bar  # the same episodes (one seed): a paired difference
             half = 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d))
             rows.append({"env": env, "seed": seed, "mode": mode, "team": team, "reference": name,
@@ -343,15 +347,8 @@ def head_to_head(out: Path, env: str, seed: int, episodes: int, mode: str,
     arena = Arena(da, episodes, 10**6 + seed)
     a, b = load(champion(da, at), da), load(champion(db, at), db)
     rows = []
-    n = len(arena.teams)
     for t, (team, _) in enumerate(arena.teams):
-        deltas = []
-        for opp in (a, b):
-            mine = [opp] * n
-            mine[t] = a
-            theirs = [opp] * n
-            theirs[t] = b
-            deltas.append(arena.play(mine)[t].mean() - arena.play(theirs)[t].mean())
+        deltas = [arena.seat(a, t, opp).mean() - arena.seat(b, t, opp).mean() for opp in (a, b)]
         rows.append({"env": env, "seed": seed, "team": team, "delta": float(np.mean(deltas)),
                      f"vs_{mode}_opponent": float(deltas[0]),
                      f"vs_{other}_opponent": float(deltas[1])})

@@ -22,19 +22,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from competitive import Arena, champion, interval, load, run_dir
-
-
-def seat_returns(arena: Arena, policy: Any, t: int, opponent: Any) -> float:
-    """Team ``t``'s mean return, played by ``policy``, every other team by ``opponent``."""
-    seats = [opponent] * len(arena.teams)
-    seats[t] = policy
-    return float(arena.play(seats)[t].mean())
 
 
 def main() -> None:
@@ -72,8 +64,8 @@ def main() -> None:
             arena.seed = 10**6 + s  # the episodes competitive.py plays for this seed
             deltas: dict[tuple[str, int], float] = {}
             for key, opp in champs.items():
-                deltas[key] = (seat_returns(arena, champs[a, s], t, opp)
-                               - seat_returns(arena, champs[b, s], t, opp))
+                deltas[key] = float(arena.seat(champs[a, s], t, opp).mean()
+                                    - arena.seat(champs[b, s], t, opp).mean())
             others = {k: v for k, v in deltas.items() if k[1] != s}
             held.append(float(np.mean(list(others.values()))))
             for m in modes:
