@@ -139,6 +139,14 @@ MODES: dict[str, dict[str, Any]] = {
     # actions the critics' targets take (as a member driving every agent does): targets
     # against an opponent trained to answer the member's own policies
     "framed_wide_learned": {**WIDE, "population.opponent_actions": "learned"},
+    # framed_wide_learned, with half of each member's fitness from a match against the
+    # heuristic: selection that sees the bar the learned targets lost ground on
+    "framed_wide_learned_anchored": {**WIDE, "population.opponent_actions": "learned",
+                                     "eval.heuristic_weight": 0.5},
+    # framed_wide_learned, except that the critics' targets take the heuristic's next actions
+    # as played where it played the other team (population.opponent_actions: mixed): the model
+    # of the other team stands in for the learned opponents only
+    "framed_wide_mixed": {**WIDE, "population.opponent_actions": "mixed"},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # simple_adversary preset
     "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
@@ -153,7 +161,8 @@ FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "f
                    "framed_decay", "framed_anchored", "framed_wide", "framed_far")
 # the variants of framed_wide: each meets the framed_wide and framed_wide_joint runs and pairs
 # its reference table with the framed_wide run
-WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv", "framed_wide_learned")
+WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv", "framed_wide_learned",
+                 "framed_wide_learned_anchored", "framed_wide_mixed")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS

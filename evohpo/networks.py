@@ -28,6 +28,7 @@ Initialisation draws from an explicit ``torch.Generator``.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -177,6 +178,13 @@ def polyak_update(online: Iterable[torch.Tensor], target: Iterable[torch.Tensor]
     """target <- target + tau * (online - target), for every pair of tensors at once."""
     with torch.no_grad():
         torch._foreach_lerp_(list(target), list(online), tau)
+
+
+def frozen_copy(net: MLP) -> MLP:
+    """A copy that takes no gradients (a target network)."""
+    t = copy.deepcopy(net)
+    t.requires_grad_(False)
+    return t
 
 
 # ----------------------------------------------------------------------------- structural edits

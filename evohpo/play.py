@@ -100,6 +100,20 @@ def own_team_only(cfg: Any, teams: object) -> bool:
     return teams is not None and cfg.population.opponent_actions == "played"
 
 
+def keeps_next_actions(cfg: Any, teams: object) -> tuple[bool, bool]:
+    """Whether the replay memory keeps each step's next actions as played, and whether it keeps
+    which agents the scripted heuristic played: ``population.opponent_actions`` played (the
+    first) or mixed (both) where ``teams`` (the playing teams) is not None."""
+    mode = cfg.population.opponent_actions
+    if mode == "mixed" and teams is not None and not cfg.population.scripted_opponents:
+        raise ConfigError("config key 'population.opponent_actions': mixed takes the scripted "
+                          "heuristic's next actions where it played, which "
+                          "population.scripted_opponents is 0 to draw: set it above 0, or this "
+                          "key to learned")
+    return (teams is not None and mode in ("played", "mixed"),
+            teams is not None and mode == "mixed")
+
+
 def fitted(policy: Policy, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``obs`` as a policy trained on fewer stacked observations (``env.frames``) reads them: the
     newest ones, which come first."""

@@ -63,6 +63,8 @@ def _add_team(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torc
         algo = build_algo(own, spec, seed, device)
         if team is not None and own_team_only(cfg, team):
             algo.learners = tuple(spec.teams[team])  # the other teams' next actions as played
+        elif team is not None and cfg.population.opponent_actions == "mixed":
+            algo.scripted_known = tuple(a for a in spec.agents if a not in spec.teams[team])
         members.append(Member(id=i, parent_id=None, algo=algo, rng=np.random.default_rng(seed),
                               team=team))
         records.append(MutationRecord(0, i, None, "birth", target="hyperparameters",

@@ -12,8 +12,8 @@ sum rewards a prey that gets caught). Here each team evolves its own members ins
   learns its own team's actors and centralised critics; the critics' targets take the other
   team's next actions from the memory, where each step stores what the opponents played at the
   next observation (``population.opponent_actions: played``). With ``learned`` a member is a
-  whole MADDPG/MATD3 learner that keeps its own model of the other team instead; either way
-  only its own team's actors ever play.
+  whole MADDPG/MATD3 learner that keeps its own model of the other team instead (``mixed``: but
+  takes the scripted heuristic's as played); either way only its own team's actors ever play.
 - **Fitness.** Each window, members of different teams play matches (round robin, or
   ``eval.opponents`` sampled opponents each) on the same ``eval.episodes`` episodes. A member's
   fitness comes only from its own team's returns: the mean over the matches it played

@@ -178,7 +178,10 @@ FRAMED = {"env": {"num_envs": 4, "frames": 3}, "population": {"scripted_opponent
 @pytest.mark.parametrize(("first", "over"), [
     (64, {}), (80, {}),  # at a window end, and mid-window
     (80, MIXED),  # past champions and the heuristic as opponents, shaped rewards
-    (80, FRAMED)])
+    (80, FRAMED),
+    # the other team's next actions from each member's own model, but as played where the
+    # heuristic played it (population.opponent_actions: mixed)
+    (80, {**SCRIPTED, "population": {"scripted_opponents": 1.0, "opponent_actions": "mixed"}})])
 def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, Any]) -> None:
     base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
     (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**over))))

@@ -45,6 +45,9 @@ class Algorithm(Protocol):
     # the agents it trains (and mutates): every agent, or on a game of several teams with
     # population.opponent_actions: played, its own team's
     learners: tuple[str, ...]
+    # with population.opponent_actions: mixed, the other teams' agents: their next actions in
+    # its critics' targets are the ones played where the scripted heuristic played them
+    scripted_known: tuple[str, ...]
     hp: Hyperparams
     device: torch.device
     gen: torch.Generator             # its own random stream (saved with its state)

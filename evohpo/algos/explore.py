@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from evohpo.algos.base import Actions, Algorithm
 from evohpo.envs.registry import EnvSpec
@@ -78,3 +79,8 @@ def _gen(p: Part) -> np.random.Generator:
 def squash(x: np.ndarray, low: float, high: float) -> np.ndarray:
     with np.errstate(over="ignore"):  # exp(-x) is inf below about -88: the action is low, exactly
         return (low + (high - low) / (1.0 + np.exp(-x))).astype(np.float32)
+
+
+def squash_t(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """:func:`squash` for tensors (differentiable)."""
+    return low + (high - low) * torch.sigmoid(x)

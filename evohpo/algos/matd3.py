@@ -24,14 +24,14 @@ import torch.nn.functional as F
 
 from evohpo.algos import arch_mutations, optim
 from evohpo.algos.base import Actions, Hyperparams
-from evohpo.algos.explore import Part, explore
+from evohpo.algos.explore import Part, explore, squash_t
 from evohpo.algos.generators import generator_state
 from evohpo.algos.switches import Switches
 from evohpo.buffer import Batch
 from evohpo.config import ArchSpace
 from evohpo.envs.registry import EnvSpec
 from evohpo.lineage import MutationRecord
-from evohpo.networks import MLP, polyak_update
+from evohpo.networks import MLP, frozen_copy, polyak_update
 
 
 @dataclass
@@ -65,6 +65,7 @@ class MATD3:
         self.agents = spec.agents
         # the agents it trains; the others' next actions come from the batch (next_actions)
         self.learners: tuple[str, ...] = spec.agents
+        self.scripted_known: tuple[str, ...] = ()  # see _next_action
         self.device = torch.device(device)
         self.lr_scale = 1.0  # algo.lr_decay's factor now: the runtime sets it before learning
         self.gen = torch.Generator(device=self.device)
@@ -88,8 +89,8 @@ class MATD3:
         self.critics = {a: [MLP(joint, 1, arch[a]["critic"], arch[a]["activation"], init_gen)
                             for _ in range(n_critics)] for a in self.agents}
         self._to_device()
-        self.actor_targets = {a: _copy(net) for a, net in self.actors.items()}
-        self.critic_targets = {a: [_copy(c) for c in cs] for a, cs in self.critics.items()}
+        self.actor_targets = {a: frozen_copy(net) for a, net in self.actors.items()}
+        self.critic_targets = {a: [frozen_copy(c) for c in cs] for a, cs in self.critics.items()}
         self.make_optimizers()
 
     def _to_device(self) -> None:
@@ -172,7 +173,7 @@ class MATD3:
         if s.discrete:
             logits = out + noise if sigma > 0 else out
             return F.one_hot(logits.argmax(dim=1), s.act_dim).float()
-        act = _squash_t(out, s.low, s.high)
+        act = squash_t(out, s.low, s.high)
         if sigma > 0:
             act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
         return act
@@ -182,7 +183,7 @@ class MATD3:
         s = self.spec[agent]
         out = self.actors[agent](obs)
         if not s.discrete:
-            return _squash_t(out, s.low, s.high), out
+            return squash_t(out, s.low, s.high), out
         u = torch.rand(out.shape, generator=self.gen, device=out.device).clamp_(1e-10, 1.0 - 1e-7)
         y = F.softmax((out - torch.log(-torch.log(u))) / self.sw.gumbel_temperature, dim=1)
         hard = F.one_hot(y.argmax(dim=1), s.act_dim).to(y.dtype)
@@ -190,21 +191,15 @@ class MATD3:
 
     def td_targets(self, batch: Batch) -> dict[str, torch.Tensor]:
         """y_i = r_i + gamma * (1 - terminated_i) * min_k Q'_ik(s', a') for each learner i; a'
-        from the target actors for the agents it trains, and as played (``batch.next_actions``)
-        for the others.
+        from the target actors for the agents it trains, and as played for the others
+        (:meth:`_next_action`).
 
         Only termination stops bootstrapping: a truncated transition (mpe2's time limit) is stored
         with terminated = 0 and its real final observation, so it bootstraps as it must.
         """
-        if batch.next_actions is None and self.learners != self.agents:
-            raise ValueError(f"learning agents {self.learners} of {self.agents} needs the "
-                             "others' next actions (a replay memory that keeps them)")
         with torch.no_grad():
             next_obs_all = torch.cat([batch.next_obs[a] for a in self.agents], dim=1)
-            next_act = torch.cat([self._policy_action(a, batch.next_obs[a], self.actor_targets[a],
-                                                      smooth=True)
-                                  if a in self.learners or batch.next_actions is None
-                                  else batch.next_actions[a] for a in self.agents], dim=1)
+            next_act = torch.cat([self._next_action(a, batch) for a in self.agents], dim=1)
             target_in = torch.cat([next_obs_all, next_act], dim=1)
             out = {}
             for a in self.learners:
@@ -212,6 +207,24 @@ class MATD3:
                                       for t in self.critic_targets[a]]).min(0).values
                 out[a] = batch.rewards[a] + self.sw.gamma * (1.0 - batch.terminated[a]) * q_next
             return out
+
+    def _next_action(self, a: str, batch: Batch) -> torch.Tensor:
+        """Agent ``a``'s next action in the targets: as played (``batch.next_actions``) where it
+        does not train ``a``, and for ``scripted_known`` agents (the other teams', with
+        population.opponent_actions: mixed) where the scripted heuristic played them
+        (``batch.scripted``); elsewhere its target actor's."""
+        known, played, where = a in self.scripted_known, batch.next_actions, batch.scripted
+        if a in self.learners and not known:
+            return self._policy_action(a, batch.next_obs[a], self.actor_targets[a], smooth=True)
+        if played is None or (known and where is None):
+            raise ValueError(f"learning agents {self.learners} of {self.agents} needs {a}'s "
+                             "next actions (a replay memory that keeps them" + (
+                                 " and where the scripted heuristic played)" if known else ")"))
+        if not known:
+            return played[a]
+        assert where is not None
+        own = self._policy_action(a, batch.next_obs[a], self.actor_targets[a], smooth=True)
+        return torch.where(where[a][:, None] > 0, played[a], own)
 
     def learn(self, batch: Batch) -> dict[str, float]:
         """One gradient step for every learner's critics, and (every policy_delay) its actor.
@@ -331,6 +344,7 @@ class MATD3:
             "critic_opts": {a: o.state_dict() for a, o in self.critic_opts.items()},
             "updates": self.updates,
             "learners": list(self.learners),
+            "scripted_known": list(self.scripted_known),
             "gen": self.gen.get_state(),
             "ou_state": {a: x.copy() for a, x in self.ou_state.items()},
         }
@@ -357,6 +371,7 @@ class MATD3:
         self.actor_version += 1
         self.updates = int(state["updates"])
         self.learners = tuple(state.get("learners", self.agents))  # older states: all of them
+        self.scripted_known = tuple(state.get("scripted_known", ()))
         # a state saved on another device type (a GPU run evaluated on a CPU) reseeds
         self.gen.set_state(generator_state(state["gen"], self.device))
         self.ou_state = {a: torch.as_tensor(x).numpy().astype(np.float32)  # arrays or tensors
@@ -383,13 +398,3 @@ class MATD3:
         other = copy.deepcopy(self)  # one memo: the copied optimizers point at the copied weights
         other.gen.manual_seed(seed)
         return other
-
-
-def _copy(net: MLP) -> MLP:
-    t = copy.deepcopy(net)
-    t.requires_grad_(False)
-    return t
-
-
-def _squash_t(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
-    return low + (high - low) * torch.sigmoid(x)

@@ -205,12 +205,14 @@ class PopulationConfig:
         None, "teams: the teams whose members play the scripted heuristic where "
         "scripted_opponents draws it (the heuristic takes every other team's seats); null: "
         "every team, alternating by slot and window")
-    opponent_actions: Literal["played", "learned"] = _f(
+    opponent_actions: Literal["played", "learned", "mixed"] = _f(
         "played", "teams: the other teams' next actions in a member's critic targets: played "
         "(what the policies that played each env do at its next observation, kept in the replay "
-        "memory; a member trains only its own team's networks) or learned (each member also "
+        "memory; a member trains only its own team's networks), learned (each member also "
         "trains its own model of the other teams, as MADDPG approximates unknown policies, and "
-        "takes their next actions from it)")
+        "takes their next actions from it) or mixed (learned, except in transitions where the "
+        "scripted heuristic of population.scripted_opponents played the other team: there its "
+        "next actions as played)")
 
 
 @dataclass(frozen=True)

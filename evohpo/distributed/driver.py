@@ -151,7 +151,8 @@ class RayRuntime(Runtime):
                          f"{f', {self.gpus:g} GPUs' if self.gpus else ''} per actor, "
                          f"members on {self.infos[0]['device']}")
         window = self.cfg.evolution.evo_steps * self.cfg.population.size
-        nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity, self.next_actions)
+        nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity, self.next_actions,
+                                         self.scripted_rows)
         self.log.message(f"ray: experience sharing moves ~"
                          f"{human_bytes(window * self.row_bytes * (n - 1))} per window ({window:,} "
                          f"transitions x {self.row_bytes} B x {n - 1} other actors); every actor "
@@ -162,7 +163,7 @@ class RayRuntime(Runtime):
 
     @property
     def row_bytes(self) -> int:
-        return ReplayBuffer.bytes_for(self.spec, 1, self.next_actions)
+        return ReplayBuffer.bytes_for(self.spec, 1, self.next_actions, self.scripted_rows)
 
     def collect(self, n: int, env_steps: int, generation: int,
                 stop: Callable[[], bool] = lambda: False) -> int:

@@ -25,7 +25,7 @@ from evohpo.algos import Algorithm
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
 from evohpo.loggers import Logger
-from evohpo.play import Score, own_team_only, playing_teams
+from evohpo.play import Score, keeps_next_actions, playing_teams
 from evohpo.population import Member
 from evohpo.references import Scripted
 from evohpo.shaping import make_shaping
@@ -67,7 +67,8 @@ class Runtime(ABC):
         self.k = cfg.env.num_envs // cfg.population.size  # envs per member slot
         self.teams = playing_teams(cfg, spec)  # None: each member drives every agent
         self.lr_scale = 1.0  # lr_factor at the start of what collect runs: the trainer sets it
-        self.next_actions = own_team_only(cfg, self.teams)
+        # the replay memory's optional fields: next actions as played, where the heuristic played
+        self.next_actions, self.scripted_rows = keeps_next_actions(cfg, self.teams)
         self.shaping = make_shaping(cfg, spec)  # None: the replay memory keeps the env's rewards
         self.size = cfg.population.size * len(self.teams or [None])  # members placed
         self.members: list[Member] = []

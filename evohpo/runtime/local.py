@@ -54,9 +54,10 @@ def available_memory() -> int | None:
         return None
 
 
-def check_memory(spec: EnvSpec, capacity: int, next_actions: bool = False) -> None:
+def check_memory(spec: EnvSpec, capacity: int, next_actions: bool = False,
+                 scripted: bool = False) -> None:
     """Refuse a replay memory that cannot fit: numpy would allocate lazily and fail much later."""
-    need = ReplayBuffer.bytes_for(spec, capacity, next_actions)
+    need = ReplayBuffer.bytes_for(spec, capacity, next_actions, scripted)
     have = available_memory()
     if have is not None and need > 0.9 * have:
         raise ConfigError(f"config key 'buffer.capacity': {capacity:,} transitions need "
@@ -116,8 +117,9 @@ class LocalRuntime(Runtime):
         self.pool: VectorPool = self.make_train_pool()
         # the same backend as training: a batched pool plays the episodes a PettingZoo pool would
         self.eval_pool = eval_pool(cfg, spec, cfg.eval.episodes)
-        check_memory(spec, cfg.buffer.capacity, self.next_actions)
-        self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device, self.next_actions)
+        check_memory(spec, cfg.buffer.capacity, self.next_actions, self.scripted_rows)
+        self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device, self.next_actions,
+                                   self.scripted_rows)
         self.actor = PopulationActor(spec)
         # one per team, each acting for its own agents only
         self.team_actors = [PopulationActor(dataclasses.replace(spec, agents=agents))
@@ -165,7 +167,8 @@ class LocalRuntime(Runtime):
         rewards = (res.rewards if self.shaping is None
                    else self.shaping(obs, res.rewards, res.next_obs, res.terminated))
         self.dropped += self.buffer.add(obs, stored, rewards, res.next_obs, res.terminated,
-                                        res.alive, nxt)
+                                        res.alive, nxt,
+                                        self.scripted_agents() if self.scripted_rows else None)
         self.track_episodes(res)
         self.obs = res.obs
         self.count_steps()
@@ -197,6 +200,19 @@ class LocalRuntime(Runtime):
                 for x in (env_act[a], stored[a]):
                     np.nan_to_num(x, copy=False, nan=sp.low, posinf=sp.high, neginf=sp.low)
         return env_act, stored
+
+    def scripted_agents(self) -> dict[str, np.ndarray]:
+        """For each agent, the envs where the scripted heuristic plays it this window (the
+        second half of the slots that drew it, its team being one the slot's member does not
+        play)."""
+        out = {a: np.zeros(self.cfg.env.num_envs, bool) for a in self.spec.agents}
+        k, h = self.k, self.k // 2
+        for j, (live, past) in enumerate(self.opponents or []):
+            if isinstance(past, Scripted):
+                for t, (_, agents) in enumerate(self.teams or []):
+                    for a in agents if t != live else ():
+                        out[a][j * k + h:(j + 1) * k] = True
+        return out
 
     def act_with_past(self, t: int, actor: PopulationActor, playing: list[Member],
                       obs: dict[str, np.ndarray], noise: bool = True) -> Actions:
