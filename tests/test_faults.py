@@ -270,6 +270,25 @@ def test_buffer_too_big_for_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert "'buffer.capacity': 2,000,000 transitions need" in err and "lower buffer.capacity" in err
 
 
+def test_buffer_check_counts_the_next_actions_a_team_run_keeps(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from evohpo.api import resolve
+    from evohpo.buffer import ReplayBuffer
+    from evohpo.envs import spec_for
+
+    cfg = resolve(algo="matd3", env="simple_adversary")[0]  # the preset: teams, two frames
+    spec, cap = spec_for(cfg.env), 1_000_000
+    plain, played = ReplayBuffer.bytes_for(spec, cap), ReplayBuffer.bytes_for(spec, cap, True)
+    assert played > plain  # the next actions as played are a field of their own
+    # memory for the transitions alone, not for the next actions a team run also keeps
+    monkeypatch.setattr("evohpo.runtime.local.available_memory", lambda: (plain + played) / 1.8)
+    err = cli_error(["train", "--algo", "matd3", "--env", "simple_adversary", "--run-dir",
+                     str(tmp_path / "r"), "--set", f"buffer.capacity={cap}"], capsys)
+    assert "'buffer.capacity': 1,000,000 transitions need" in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_full_disk_keeps_previous_checkpoint(monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
     cfg = C.load([TINY, {"steps": 96}])

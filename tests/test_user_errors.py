@@ -304,3 +304,27 @@ def test_sweep_dry_run_shows_each_budget(
     )
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 4 and all("1,000 env steps" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("env", "settings", "says"),
+    [
+        (
+            "simple_adversary",
+            ["population.opponent_actions=mixed", "population.scripted_opponents=0"],
+            "'population.opponent_actions': mixed takes the scripted heuristic's next actions",
+        ),
+        (
+            "simple_spread",
+            ["population.scripted_opponents=1"],
+            "'population.scripted_opponents': 1.0 needs a game of several teams",
+        ),
+    ],
+)
+def test_league_keys_the_game_cannot_take_leave_no_run_directory(
+    env: str, settings: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sets = [arg for s in settings for arg in ("--set", s)]
+    args = ["train", "--algo", "matd3", "--env", env, *sets, "--run-dir", str(tmp_path / "r")]
+    one_line([*args, "--steps", "32", "--quiet"], capsys, says)
+    assert not (tmp_path / "r").exists()
