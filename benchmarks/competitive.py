@@ -147,6 +147,14 @@ MODES: dict[str, dict[str, Any]] = {
     # as played where it played the other team (population.opponent_actions: mixed): the model
     # of the other team stands in for the learned opponents only
     "framed_wide_mixed": {**WIDE, "population.opponent_actions": "mixed"},
+    # framed_wide_learned, with two gradient steps per learn where it takes one: the critics,
+    # actors and the model of the other team each get twice the updates per env step
+    "framed_wide_learned_updates": {**WIDE, "population.opponent_actions": "learned",
+                                    "algo.gradient_steps": 2},
+    # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
+    # shaped): the all-agent sum beside that preset
+    "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
+                             "env.shaping": {"adversaries": 1.0}},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # simple_adversary preset
     "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
@@ -162,7 +170,8 @@ FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "f
 # the variants of framed_wide: each meets the framed_wide and framed_wide_joint runs and pairs
 # its reference table with the framed_wide run
 WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv", "framed_wide_learned",
-                 "framed_wide_learned_anchored", "framed_wide_mixed")
+                 "framed_wide_learned_anchored", "framed_wide_mixed",
+                 "framed_wide_learned_updates")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
@@ -170,15 +179,18 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
                      else ("scripted", "joint"))),
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
          ("framed_wide", "framed_wide_joint"),
+         ("framed_wide_learned_updates", "framed_wide_learned"),
          *((v, b) for v in WIDE_VARIANTS for b in ("framed_wide", "framed_wide_joint")),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
+         ("updates_shaped", "updates_shaped_joint"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
          **{v: "framed" for v in FRAMED_VARIANTS}, **{v: "framed_wide" for v in WIDE_VARIANTS},
-         "framed_joint": "framed", "framed_wide_joint": "framed_wide"}
+         "framed_joint": "framed", "framed_wide_joint": "framed_wide",
+         "updates_shaped_joint": "updates_shaped"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
