@@ -53,17 +53,18 @@ from evohpo.report.compare import t95  # two-sided 95% t quantiles
 MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
 # every mode starts from the preset with these off, so that a mode means the same run whatever a
 # preset ships (the simple_adversary and simple_tag presets play the heuristic, simple_tag's
-# takes five gradient steps per learn and simple_adversary's starts 128 wide; see
-# benchmarks/README.md)
+# takes five gradient steps per learn, simple_adversary's two, starts 128 wide and takes its
+# critics' targets from learned models of the other team; see benchmarks/README.md)
 PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0,
                          "population.scripted_teams": None, "env.shaping": {},
-                         "algo.gradient_steps": 1, "env.frames": 1, "algo.hidden": [64, 64]}
+                         "algo.gradient_steps": 1, "env.frames": 1, "algo.hidden": [64, 64],
+                         "population.opponent_actions": "played"}
 # teams, in half of each slot's envs one team's member plays the scripted heuristic
 SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
-# scripted, each agent seeing its last two observations (env.frames), so its velocity: the
-# simple_adversary preset
+# scripted, each agent seeing its last two observations (env.frames), so its velocity
 FRAMED: dict[str, Any] = {**SCRIPTED, "env.frames": 2}
-# framed, actors and critics starting 128 wide: the simple_adversary preset
+# framed, actors and critics starting 128 wide: the simple_adversary preset before it took
+# learned targets and two gradient steps (framed_wide_learned_updates)
 WIDE: dict[str, Any] = {**FRAMED, "algo.hidden": [128, 128]}
 # the simple_tag preset (scripted, five gradient steps per learn) with the predators shaped
 UPDATES_SHAPED: dict[str, Any] = {**SCRIPTED, "algo.gradient_steps": 5,
@@ -148,7 +149,8 @@ MODES: dict[str, dict[str, Any]] = {
     # of the other team stands in for the learned opponents only
     "framed_wide_mixed": {**WIDE, "population.opponent_actions": "mixed"},
     # framed_wide_learned, with two gradient steps per learn where it takes one: the critics,
-    # actors and the model of the other team each get twice the updates per env step
+    # actors and the model of the other team each get twice the updates per env step (the
+    # simple_adversary preset)
     "framed_wide_learned_updates": {**WIDE, "population.opponent_actions": "learned",
                                     "algo.gradient_steps": 2},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators

@@ -153,7 +153,10 @@ def main() -> None:
                 # one gradient step per learn, as measured before the simple_tag preset took
                 # five
                 cfg["algo"] = {**cfg["algo"], "gradient_steps": 1}
-                cfg["population"] = {**cfg["population"], "scripted_opponents": 0.0}
+                # one team learns here: no other team's targets to take (the simple_adversary
+                # preset's learned ones included)
+                cfg["population"] = {**cfg["population"], "scripted_opponents": 0.0,
+                                     "opponent_actions": "played"}
                 # the heuristic and any shaping are the env's own here
                 cfg["env"] = {**cfg["env"], "name": "fixed_opponent:make", "pool": "sync",
                               "shaping": {},

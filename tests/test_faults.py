@@ -277,14 +277,17 @@ def test_buffer_check_counts_the_next_actions_a_team_run_keeps(
     from evohpo.buffer import ReplayBuffer
     from evohpo.envs import spec_for
 
-    cfg = resolve(algo="matd3", env="simple_adversary")[0]  # the preset: teams, two frames
+    # the preset (teams, two frames) with critic targets from the next actions as played
+    played_targets = "population.opponent_actions=played"
+    cfg = resolve(algo="matd3", env="simple_adversary", overrides=[played_targets])[0]
     spec, cap = spec_for(cfg.env), 1_000_000
     plain, played = ReplayBuffer.bytes_for(spec, cap), ReplayBuffer.bytes_for(spec, cap, True)
     assert played > plain  # the next actions as played are a field of their own
     # memory for the transitions alone, not for the next actions a team run also keeps
     monkeypatch.setattr("evohpo.runtime.local.available_memory", lambda: (plain + played) / 1.8)
     err = cli_error(["train", "--algo", "matd3", "--env", "simple_adversary", "--run-dir",
-                     str(tmp_path / "r"), "--set", f"buffer.capacity={cap}"], capsys)
+                     str(tmp_path / "r"), "--set", f"buffer.capacity={cap}",
+                     "--set", played_targets], capsys)
     assert "'buffer.capacity': 1,000,000 transitions need" in err
     assert not (tmp_path / "r").exists()
 
