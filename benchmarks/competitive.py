@@ -158,9 +158,13 @@ MODES: dict[str, dict[str, Any]] = {
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
                              "env.shaping": {"adversaries": 1.0}},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
-    # simple_adversary preset
+    # former simple_adversary preset
     "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
                           "algo.hidden": [128, 128]},
+    # framed_wide_joint with two gradient steps per learn: the all-agent sum beside the
+    # simple_adversary preset at its own updates per env step
+    "framed_wide_joint_updates": {"population.teams": "joint", "env.frames": 2,
+                                  "algo.hidden": [128, 128], "algo.gradient_steps": 2},
 }
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
@@ -182,6 +186,7 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("framed_pairs", "pairs"), ("framed", "framed_joint"),
          ("framed_wide", "framed_wide_joint"),
          ("framed_wide_learned_updates", "framed_wide_learned"),
+         ("framed_wide_learned_updates", "framed_wide_joint_updates"),
          *((v, b) for v in WIDE_VARIANTS for b in ("framed_wide", "framed_wide_joint")),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
          ("updates_shaped", "updates_shaped_joint"),
@@ -192,6 +197,7 @@ BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
          **{v: "framed" for v in FRAMED_VARIANTS}, **{v: "framed_wide" for v in WIDE_VARIANTS},
          "framed_joint": "framed", "framed_wide_joint": "framed_wide",
+         "framed_wide_joint_updates": "framed_wide_learned_updates",
          "updates_shaped_joint": "updates_shaped"}
 
 
