@@ -66,6 +66,11 @@ FRAMED: dict[str, Any] = {**SCRIPTED, "env.frames": 2}
 # framed, actors and critics starting 128 wide: the simple_adversary preset before it took
 # learned targets and two gradient steps (framed_wide_learned_updates)
 WIDE: dict[str, Any] = {**FRAMED, "algo.hidden": [128, 128]}
+# framed_wide, each member also learning its own model of the other team (framed_wide_learned)
+LEARNED: dict[str, Any] = {**WIDE, "population.opponent_actions": "learned"}
+# one population driving every agent (the all-agent sum) at framed_wide's two frames and width
+WIDE_JOINT: dict[str, Any] = {"population.teams": "joint", "env.frames": 2,
+                              "algo.hidden": [128, 128]}
 # the simple_tag preset (scripted, five gradient steps per learn) with the predators shaped
 UPDATES_SHAPED: dict[str, Any] = {**SCRIPTED, "algo.gradient_steps": 5,
                                   "env.shaping": {"adversaries": 1.0}}
@@ -139,11 +144,10 @@ MODES: dict[str, dict[str, Any]] = {
     # framed_wide, each member also learning its own model of the other team, whose next
     # actions the critics' targets take (as a member driving every agent does): targets
     # against an opponent trained to answer the member's own policies
-    "framed_wide_learned": {**WIDE, "population.opponent_actions": "learned"},
+    "framed_wide_learned": LEARNED,
     # framed_wide_learned, with half of each member's fitness from a match against the
     # heuristic: selection that sees the bar the learned targets lost ground on
-    "framed_wide_learned_anchored": {**WIDE, "population.opponent_actions": "learned",
-                                     "eval.heuristic_weight": 0.5},
+    "framed_wide_learned_anchored": {**LEARNED, "eval.heuristic_weight": 0.5},
     # framed_wide_learned, except that the critics' targets take the heuristic's next actions
     # as played where it played the other team (population.opponent_actions: mixed): the model
     # of the other team stands in for the learned opponents only
@@ -151,20 +155,17 @@ MODES: dict[str, dict[str, Any]] = {
     # framed_wide_learned, with two gradient steps per learn where it takes one: the critics,
     # actors and the model of the other team each get twice the updates per env step (the
     # simple_adversary preset)
-    "framed_wide_learned_updates": {**WIDE, "population.opponent_actions": "learned",
-                                    "algo.gradient_steps": 2},
+    "framed_wide_learned_updates": {**LEARNED, "algo.gradient_steps": 2},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
                              "env.shaping": {"adversaries": 1.0}},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # former simple_adversary preset
-    "framed_wide_joint": {"population.teams": "joint", "env.frames": 2,
-                          "algo.hidden": [128, 128]},
+    "framed_wide_joint": WIDE_JOINT,
     # framed_wide_joint with two gradient steps per learn: the all-agent sum beside the
     # simple_adversary preset at its own updates per env step
-    "framed_wide_joint_updates": {"population.teams": "joint", "env.frames": 2,
-                                  "algo.hidden": [128, 128], "algo.gradient_steps": 2},
+    "framed_wide_joint_updates": {**WIDE_JOINT, "algo.gradient_steps": 2},
 }
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
