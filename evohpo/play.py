@@ -89,8 +89,25 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
                                   "several teams and population.teams: auto; "
                                   f"{spec.name} plays as one team here; set it to "
                                   f"{'null' if isinstance(value, list) else 0}")
+        if cfg.algo.team_gradient_steps:
+            raise ConfigError(f"config key 'algo.team_gradient_steps': "
+                              f"{cfg.algo.team_gradient_steps} needs a game of several teams "
+                              f"and population.teams: auto; {spec.name} plays as one team "
+                              "here; set it to {} (algo.gradient_steps sets every member's)")
         return None
+    steps = cfg.algo.team_gradient_steps
+    if any(t not in teams for t in steps) or any(
+            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in steps.values()):
+        raise ConfigError(f"config key 'algo.team_gradient_steps': {steps} must map teams of "
+                          f"this game ({', '.join(teams)}) to whole numbers >= 1")
     return [(name, tuple(agents)) for name, agents in teams.items()]
+
+
+def gradient_steps(cfg: Any, team: str | None) -> int:
+    """Gradient steps each time a member of ``team`` learns (``algo.team_gradient_steps``, else
+    ``algo.gradient_steps``)."""
+    return int(cfg.algo.team_gradient_steps.get(team, cfg.algo.gradient_steps)
+               if team is not None else cfg.algo.gradient_steps)
 
 
 def own_team_only(cfg: Any, teams: object) -> bool:

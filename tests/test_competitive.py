@@ -438,3 +438,36 @@ def test_heuristic_weight_config_errors(over: dict[str, Any], says: str) -> None
     with pytest.raises(ConfigError) as ei:
         Trainer(tag_cfg(**over)).close()
     assert "eval.heuristic_weight" in str(ei.value) and says in str(ei.value)
+
+
+def test_team_gradient_steps_set_each_teams_updates_per_learn() -> None:
+    # the same learn_step for all: the predators' members take 3 gradient steps each time they
+    # learn, the prey's the 1 of algo.gradient_steps; one MATD3 update is one critic step
+    cfg = tag_cfg(steps=128, evolution={"evo_steps": 1000},
+                  algo={"learn_step": 8, "min_updates_per_step": 0.0,
+                        "team_gradient_steps": {"adversaries": 3}},
+                  mutation={"none": 1.0, "hyperparameters": 0.0, "weights": 0.0,
+                            "architecture": 0.0, "activation": 0.0})
+    t = Trainer(cfg)
+    try:
+        t.train()
+    finally:
+        t.close()
+    ups = {team: [m.algo.updates for m in t.members if m.team == team] for team in TEAMS}
+    assert len(ups["adversaries"]) == len(ups["good"]) == 2
+    one = ups["good"][0]
+    assert one > 0 and ups["good"] == [one, one] and ups["adversaries"] == [3 * one, 3 * one]
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({"algo": {"team_gradient_steps": {"prey": 2}}}, "adversaries, good"),
+    ({"algo": {"team_gradient_steps": {"good": 0}}}, ">= 1"),
+    ({"algo": {"team_gradient_steps": {"good": 2}}, "population": {"teams": "joint"}},
+     "several teams"),
+    ({"algo": {"team_gradient_steps": {"good": 2}},
+      "env": {"name": "simple_spread", "kwargs": {}}}, "simple_spread plays as one team"),
+])
+def test_team_gradient_steps_config_errors(over: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        Trainer(tag_cfg(**over)).close()
+    assert "algo.team_gradient_steps" in str(ei.value) and says in str(ei.value)

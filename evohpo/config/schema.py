@@ -81,6 +81,9 @@ class AlgoConfig:
     gradient_steps: int = _f(
         1, "gradient steps each time a member learns (at least min_updates_per_step x "
         "learn_step)", lo=1)
+    team_gradient_steps: dict[str, int] = _f(
+        {}, "teams: {team: n} gradient steps each time a member of that team learns, for the "
+        "named teams (the others take gradient_steps); {}: every team takes gradient_steps")
     min_updates_per_step: float = _f(
         0.04, "fewest gradient steps per env step of a member's own (0: off): past learn_step "
         "1/this, each learn takes more, so learn_step sets how often a member learns, not how "

@@ -33,7 +33,7 @@ from evohpo.envs.pool import StepResult
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EnvError
 from evohpo.loggers import Logger
-from evohpo.play import Score, eval_pool, score
+from evohpo.play import Score, eval_pool, gradient_steps, score
 from evohpo.population import Member
 from evohpo.references import Scripted
 from evohpo.runtime import Runtime
@@ -262,7 +262,7 @@ class LocalRuntime(Runtime):
                 if not ready or len(self.buffer) < m.hp.batch_size:
                     continue
                 n = updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
-                                      self.cfg.algo.gradient_steps, m.hp.min_updates_per_step)
+                                      gradient_steps(self.cfg, m.team), m.hp.min_updates_per_step)
                 for _ in range(n):
                     if m.diverged:
                         break
