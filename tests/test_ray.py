@@ -91,19 +91,23 @@ def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) ->
     assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
 
 
-@pytest.mark.parametrize(("actors", "past"), [(1, False), (2, False), (2, True)])
+@pytest.mark.parametrize(("actors", "past", "over"), [
+    (1, False, {}), (2, False, {}), (2, True, {}),
+    (1, False, {"algo": {"team_gradient_steps": {"adversaries": 3}}}),
+])
 def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
-                                                 past: bool) -> None:
+                                                 past: bool, over: dict[str, Any]) -> None:
     # two actors: each holds one slot, i.e. one member of each team, which move between the
     # actors as the pairing rotates every window; nobody learns, so the runs must agree exactly.
     # past: half of each slot's envs play champions of earlier generations, sent to the actors,
-    # or the scripted heuristic, which each actor builds for itself
+    # or the scripted heuristic, which each actor builds for itself; team_gradient_steps: one
+    # actor, which learns, each team at its own gradient steps per learn
     from tests.test_competitive import MIXED, TAG
 
     cfg = C.load([TINY, TAG, {"steps": 96, "distributed": {"backend": "ray",
                                                            "num_actors": actors}},
                   {"evolution": {"learning_delay": 10_000}} if actors == 2 else {},
-                  {**MIXED, "steps": 192} if past else {}])
+                  {**MIXED, "steps": 192} if past else {}, over])
     _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
     summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
     assert summary["actors"] == actors and "team/good/best_fitness" in m_ray[-1]
