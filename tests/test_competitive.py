@@ -18,7 +18,7 @@ from evohpo.errors import ConfigError
 from evohpo.loggers import JsonlLogger
 from evohpo.play import Score, playing_teams
 from evohpo.trainer import Trainer
-from tests.test_trainer import TINY, read_jsonl, strip_time
+from tests.test_trainer import NO_MUTATION, TINY, read_jsonl, strip_time, trained
 
 TAG = {"env": {"name": "simple_tag", "kwargs": {"continuous_actions": True, "max_cycles": 25}},
        "eval": {"episodes": 2, "reference_episodes": 4}, "steps": 96}
@@ -446,13 +446,8 @@ def test_team_gradient_steps_set_each_teams_updates_per_learn() -> None:
     cfg = tag_cfg(steps=128, evolution={"evo_steps": 1000},
                   algo={"learn_step": 8, "min_updates_per_step": 0.0,
                         "team_gradient_steps": {"adversaries": 3}},
-                  mutation={"none": 1.0, "hyperparameters": 0.0, "weights": 0.0,
-                            "architecture": 0.0, "activation": 0.0})
-    t = Trainer(cfg)
-    try:
-        t.train()
-    finally:
-        t.close()
+                  mutation=NO_MUTATION)
+    t = trained(cfg)
     ups = {team: [m.algo.updates for m in t.members if m.team == team] for team in TEAMS}
     assert len(ups["adversaries"]) == len(ups["good"]) == 2
     one = ups["good"][0]

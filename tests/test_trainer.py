@@ -35,6 +35,21 @@ def tiny(**over: Any) -> C.Config:
     return C.load([TINY, over])
 
 
+# members that never change between windows: their update counts stay their own
+NO_MUTATION = {"none": 1.0, "hyperparameters": 0.0, "weights": 0.0, "architecture": 0.0,
+               "activation": 0.0}
+
+
+def trained(cfg: C.Config) -> Trainer:
+    """A trainer of ``cfg`` after its whole run (closed)."""
+    t = Trainer(cfg)
+    try:
+        t.train()
+    finally:
+        t.close()
+    return t
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -191,14 +206,8 @@ def test_a_large_learn_step_still_updates_per_env_step(floor: float, per_learn: 
     # One MATD3 update is one critic step.
     cfg = tiny(steps=64, population={"size": 1},
                evolution={"evo_steps": 1000, "tournament_size": 1},
-               algo={"learn_step": 8, "min_updates_per_step": floor},
-               mutation={"none": 1.0, "hyperparameters": 0.0, "weights": 0.0,
-                         "architecture": 0.0, "activation": 0.0})
-    t = Trainer(cfg)
-    try:
-        t.train()
-    finally:
-        t.close()
+               algo={"learn_step": 8, "min_updates_per_step": floor}, mutation=NO_MUTATION)
+    t = trained(cfg)
     assert t.members[0].algo.updates == 7 * per_learn
 
 
@@ -207,9 +216,7 @@ def test_each_member_takes_its_own_updates_per_env_step() -> None:
     # the same learn_step, 0 (one gradient step per learn) and 0.5 (four per learn of 8 steps)
     cfg = tiny(steps=128, population={"size": 2},
                evolution={"evo_steps": 1000, "tournament_size": 1},
-               algo={"learn_step": 8, "min_updates_per_step": 0.04},
-               mutation={"none": 1.0, "hyperparameters": 0.0, "weights": 0.0,
-                         "architecture": 0.0, "activation": 0.0})
+               algo={"learn_step": 8, "min_updates_per_step": 0.04}, mutation=NO_MUTATION)
     t = Trainer(cfg)
     try:
         assert [m.algo.hp.min_updates_per_step for m in t.members] == [0.04, 0.04]
