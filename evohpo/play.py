@@ -80,24 +80,20 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
     drive every agent."""
     teams: dict[str, tuple[str, ...]] = getattr(spec, "teams", None) or {}
     if cfg.population.teams == "joint" or len(teams) < 2:
-        for section, key in (("population", "past_opponents"),
-                             ("population", "scripted_opponents"),
-                             ("population", "scripted_teams"), ("eval", "heuristic_weight")):
+        for section, key, off in (("population", "past_opponents", 0),
+                                  ("population", "scripted_opponents", 0),
+                                  ("population", "scripted_teams", None),
+                                  ("eval", "heuristic_weight", 0),
+                                  ("algo", "team_gradient_steps", {})):
             value = getattr(getattr(cfg, section), key)
-            if value not in (None, 0):  # scripted_teams is a list
+            if value != off:
                 raise ConfigError(f"config key '{section}.{key}': {value} needs a game of "
                                   "several teams and population.teams: auto; "
                                   f"{spec.name} plays as one team here; set it to "
-                                  f"{'null' if isinstance(value, list) else 0}")
-        if cfg.algo.team_gradient_steps:
-            raise ConfigError(f"config key 'algo.team_gradient_steps': "
-                              f"{cfg.algo.team_gradient_steps} needs a game of several teams "
-                              f"and population.teams: auto; {spec.name} plays as one team "
-                              "here; set it to {} (algo.gradient_steps sets every member's)")
+                                  f"{'null' if off is None else off}")
         return None
-    steps = cfg.algo.team_gradient_steps
-    if any(t not in teams for t in steps) or any(
-            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in steps.values()):
+    steps = cfg.algo.team_gradient_steps  # the loader has checked that the counts are ints
+    if any(t not in teams for t in steps) or any(n < 1 for n in steps.values()):
         raise ConfigError(f"config key 'algo.team_gradient_steps': {steps} must map teams of "
                           f"this game ({', '.join(teams)}) to whole numbers >= 1")
     return [(name, tuple(agents)) for name, agents in teams.items()]
@@ -105,9 +101,8 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
 
 def gradient_steps(cfg: Any, team: str | None) -> int:
     """Gradient steps each time a member of ``team`` learns (``algo.team_gradient_steps``, else
-    ``algo.gradient_steps``)."""
-    return int(cfg.algo.team_gradient_steps.get(team, cfg.algo.gradient_steps)
-               if team is not None else cfg.algo.gradient_steps)
+    ``algo.gradient_steps``; a member of a joint run has no team)."""
+    return cfg.algo.team_gradient_steps.get(team, cfg.algo.gradient_steps)
 
 
 def own_team_only(cfg: Any, teams: object) -> bool:
