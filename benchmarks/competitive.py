@@ -68,6 +68,8 @@ FRAMED: dict[str, Any] = {**SCRIPTED, "env.frames": 2}
 WIDE: dict[str, Any] = {**FRAMED, "algo.hidden": [128, 128]}
 # framed_wide, each member also learning its own model of the other team (framed_wide_learned)
 LEARNED: dict[str, Any] = {**WIDE, "population.opponent_actions": "learned"}
+# framed_wide_learned with two gradient steps per learn: the simple_adversary preset
+LEARNED_UPDATES: dict[str, Any] = {**LEARNED, "algo.gradient_steps": 2}
 # one population driving every agent (the all-agent sum) at framed_wide's two frames and width
 WIDE_JOINT: dict[str, Any] = {"population.teams": "joint", "env.frames": 2,
                               "algo.hidden": [128, 128]}
@@ -155,10 +157,10 @@ MODES: dict[str, dict[str, Any]] = {
     # framed_wide_learned, with two gradient steps per learn where it takes one: the critics,
     # actors and the model of the other team each get twice the updates per env step (the
     # simple_adversary preset)
-    "framed_wide_learned_updates": {**LEARNED, "algo.gradient_steps": 2},
+    "framed_wide_learned_updates": LEARNED_UPDATES,
     # framed_wide_learned_updates with the adversaries' members back at one gradient step per
     # learn (algo.team_gradient_steps): more updates had cost them against the heuristic
-    "framed_wide_learned_split": {**LEARNED, "algo.gradient_steps": 2,
+    "framed_wide_learned_split": {**LEARNED_UPDATES,
                                   "algo.team_gradient_steps": {"adversaries": 1}},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
