@@ -21,7 +21,7 @@ from evohpo import config as C
 from evohpo.cli import main
 from evohpo.report import build_report
 from evohpo.report.data import classify, load_run, outcomes
-from tests.test_trainer import TINY, read_jsonl
+from tests.test_trainer import NO_MUTATION, TINY, read_jsonl
 
 SECTIONS = ("summary", "fitness", "hyperparameters", "architecture", "training", "lineage",
             "mutations", "best-config", "config", "system")
@@ -195,8 +195,7 @@ def test_report_shows_unknown_kinds_and_hyperparameters(tmp_path: Path) -> None:
 
 def test_comparison_of_seeds_and_settings(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    fixed = {"mutation": {"none": 1.0, "hyperparameters": 0.0, "weights": 0.0, "architecture": 0.0,
-                          "activation": 0.0}}
+    fixed = {"mutation": NO_MUTATION}
     runs = [write_run(tmp_path / "sw" / "fixed-s0", 0.0, 0, **fixed),
             write_run(tmp_path / "sw" / "fixed-s1", 1.0, 1, **fixed),
             write_run(tmp_path / "sw" / "evolved-s0", 5.0, 0),
