@@ -58,7 +58,8 @@ MARKS = (0.0, 0.25, 0.5)  # the fractions of the run whose champions are kept
 PLAIN: dict[str, Any] = {"population.scripted_opponents": 0.0,
                          "population.scripted_teams": None, "env.shaping": {},
                          "algo.gradient_steps": 1, "env.frames": 1, "algo.hidden": [64, 64],
-                         "population.opponent_actions": "played", "algo.team_gradient_steps": {}}
+                         "population.opponent_actions": "played", "algo.team_gradient_steps": {},
+                         "population.team_opponent_actions": {}}
 # teams, in half of each slot's envs one team's member plays the scripted heuristic
 SCRIPTED: dict[str, Any] = {"population.teams": "auto", "population.scripted_opponents": 1.0}
 # scripted, each agent seeing its last two observations (env.frames), so its velocity
@@ -162,6 +163,11 @@ MODES: dict[str, dict[str, Any]] = {
     # learn (algo.team_gradient_steps): more updates had cost them against the heuristic
     "framed_wide_learned_split": {**LEARNED_UPDATES,
                                   "algo.team_gradient_steps": {"adversaries": 1}},
+    # each team at the settings measured best for it: the good agents as the preset (learned
+    # targets, two gradient steps per learn), the adversaries as framed_wide (played targets,
+    # one gradient step), which had them ahead of the all-agent sum head to head
+    "framed_wide_per_team": {**LEARNED_UPDATES, "algo.team_gradient_steps": {"adversaries": 1},
+                             "population.team_opponent_actions": {"adversaries": "played"}},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
@@ -184,7 +190,8 @@ FRAMED_VARIANTS = ("framed3", "framed_guarded", "framed_good", "framed_sure", "f
 # its reference table with the framed_wide run
 WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv", "framed_wide_learned",
                  "framed_wide_learned_anchored", "framed_wide_mixed",
-                 "framed_wide_learned_updates", "framed_wide_learned_split")
+                 "framed_wide_learned_updates", "framed_wide_learned_split",
+                 "framed_wide_per_team")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
@@ -196,6 +203,8 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("framed_wide_learned_updates", "framed_wide_joint_updates"),
          ("framed_wide_learned_split", "framed_wide_learned_updates"),
          ("framed_wide_learned_split", "framed_wide_joint_updates"),
+         ("framed_wide_per_team", "framed_wide_learned_updates"),
+         ("framed_wide_per_team", "framed_wide_joint_updates"),
          *((v, b) for v in WIDE_VARIANTS for b in ("framed_wide", "framed_wide_joint")),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
          ("updates_shaped", "updates_shaped_joint"),

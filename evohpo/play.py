@@ -84,7 +84,8 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
                                   ("population", "scripted_opponents", 0),
                                   ("population", "scripted_teams", None),
                                   ("eval", "heuristic_weight", 0),
-                                  ("algo", "team_gradient_steps", {})):
+                                  ("algo", "team_gradient_steps", {}),
+                                  ("population", "team_opponent_actions", {})):
             value = getattr(getattr(cfg, section), key)
             if value != off:
                 raise ConfigError(f"config key '{section}.{key}': {value} needs a game of "
@@ -96,6 +97,10 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
     if any(t not in teams for t in steps) or any(n < 1 for n in steps.values()):
         raise ConfigError(f"config key 'algo.team_gradient_steps': {steps} must map teams of "
                           f"this game ({', '.join(teams)}) to whole numbers >= 1")
+    modes = cfg.population.team_opponent_actions  # the loader has checked the modes
+    if any(t not in teams for t in modes):
+        raise ConfigError(f"config key 'population.team_opponent_actions': {modes} must map "
+                          f"teams of this game ({', '.join(teams)}) to played, learned or mixed")
     return [(name, tuple(agents)) for name, agents in teams.items()]
 
 
@@ -105,25 +110,33 @@ def gradient_steps(cfg: Any, team: str | None) -> int:
     return cfg.algo.team_gradient_steps.get(team, cfg.algo.gradient_steps)
 
 
-def own_team_only(cfg: Any, teams: object) -> bool:
-    """Whether members learn only their own team's networks, their critics' targets taking the
-    other teams' next actions from the replay memory, as played: ``population.opponent_actions:
-    played`` where ``teams`` (the playing teams, or a member's team) is not None."""
-    return teams is not None and cfg.population.opponent_actions == "played"
+def opponent_actions(cfg: Any, team: str) -> str:
+    """How a member of ``team`` gets the other teams' next actions for its critics' targets
+    (``population.team_opponent_actions``, else ``population.opponent_actions``)."""
+    return cfg.population.team_opponent_actions.get(team, cfg.population.opponent_actions)
 
 
-def keeps_next_actions(cfg: Any, teams: object) -> tuple[bool, bool]:
+def own_team_only(cfg: Any, team: str | None) -> bool:
+    """Whether a member of ``team`` learns only its own team's networks, its critics' targets
+    taking the other teams' next actions from the replay memory, as played (a member of a joint
+    run has no team and learns every agent's)."""
+    return team is not None and opponent_actions(cfg, team) == "played"
+
+
+def keeps_next_actions(cfg: Any, teams: Teams | None) -> tuple[bool, bool]:
     """Whether the replay memory keeps each step's next actions as played, and whether it keeps
-    which agents the scripted heuristic played: ``population.opponent_actions`` played (the
-    first) or mixed (both) where ``teams`` (the playing teams) is not None."""
-    mode = cfg.population.opponent_actions
-    if mode == "mixed" and teams is not None and not cfg.population.scripted_opponents:
-        raise ConfigError("config key 'population.opponent_actions': mixed takes the scripted "
+    which agents the scripted heuristic played: some team of ``teams`` (the playing teams; None
+    in a joint run) takes the other teams' next actions played or mixed (the first), or mixed
+    (both)."""
+    modes = {opponent_actions(cfg, name) for name, _ in teams or []}
+    if "mixed" in modes and not cfg.population.scripted_opponents:
+        key = ("team_opponent_actions" if "mixed" in cfg.population.team_opponent_actions.values()
+               else "opponent_actions")
+        raise ConfigError(f"config key 'population.{key}': mixed takes the scripted "
                           "heuristic's next actions where it played, which "
                           "population.scripted_opponents is 0 to draw: set it above 0, or this "
                           "key to learned")
-    return (teams is not None and mode in ("played", "mixed"),
-            teams is not None and mode == "mixed")
+    return bool(modes & {"played", "mixed"}), "mixed" in modes
 
 
 def fitted(policy: Policy, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -15,7 +15,7 @@ from evohpo.checkpoint import rng_from, rng_state
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
 from evohpo.evolution import MutationRecord, child_seed
-from evohpo.play import own_team_only
+from evohpo.play import opponent_actions, own_team_only
 
 
 @dataclass
@@ -63,7 +63,7 @@ def _add_team(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torc
         algo = build_algo(own, spec, seed, device)
         if team is not None and own_team_only(cfg, team):
             algo.learners = tuple(spec.teams[team])  # the other teams' next actions as played
-        elif team is not None and cfg.population.opponent_actions == "mixed":
+        elif team is not None and opponent_actions(cfg, team) == "mixed":
             algo.scripted_known = tuple(a for a in spec.agents if a not in spec.teams[team])
         members.append(Member(id=i, parent_id=None, algo=algo, rng=np.random.default_rng(seed),
                               team=team))

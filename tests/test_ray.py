@@ -93,7 +93,8 @@ def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) ->
 
 @pytest.mark.parametrize(("actors", "past", "over"), [
     (1, False, {}), (2, False, {}), (2, True, {}),
-    (1, False, {"algo": {"team_gradient_steps": {"adversaries": 3}}}),
+    (1, False, {"algo": {"team_gradient_steps": {"adversaries": 3}},
+                "population": {"team_opponent_actions": {"good": "learned"}}}),
 ])
 def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
                                                  past: bool, over: dict[str, Any]) -> None:
@@ -101,7 +102,8 @@ def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
     # actors as the pairing rotates every window; nobody learns, so the runs must agree exactly.
     # past: half of each slot's envs play champions of earlier generations, sent to the actors,
     # or the scripted heuristic, which each actor builds for itself; team_gradient_steps: one
-    # actor, which learns, each team at its own gradient steps per learn
+    # actor, which learns, each team at its own gradient steps per learn and with its own
+    # critic targets (the prey from its own model of the predators)
     from tests.test_competitive import MIXED, TAG
 
     cfg = C.load([TINY, TAG, {"steps": 96, "distributed": {"backend": "ray",

@@ -216,6 +216,9 @@ class PopulationConfig:
         "takes their next actions from it) or mixed (learned, except in transitions where the "
         "scripted heuristic of population.scripted_opponents played the other team: there its "
         "next actions as played)")
+    team_opponent_actions: dict[str, Literal["played", "learned", "mixed"]] = _f(
+        {}, "teams: {team: mode} opponent_actions for the members of the named teams (the "
+        "others take opponent_actions); {}: every team takes opponent_actions")
 
 
 @dataclass(frozen=True)
