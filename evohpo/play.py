@@ -116,13 +116,6 @@ def opponent_actions(cfg: Any, team: str) -> str:
     return cfg.population.team_opponent_actions.get(team, cfg.population.opponent_actions)
 
 
-def own_team_only(cfg: Any, team: str | None) -> bool:
-    """Whether a member of ``team`` learns only its own team's networks, its critics' targets
-    taking the other teams' next actions from the replay memory, as played (a member of a joint
-    run has no team and learns every agent's)."""
-    return team is not None and opponent_actions(cfg, team) == "played"
-
-
 def keeps_next_actions(cfg: Any, teams: Teams | None) -> tuple[bool, bool]:
     """Whether the replay memory keeps each step's next actions as played, and whether it keeps
     which agents the scripted heuristic played: some team of ``teams`` (the playing teams; None
