@@ -192,6 +192,9 @@ WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv", "framed_wide_learned",
                  "framed_wide_learned_anchored", "framed_wide_mixed",
                  "framed_wide_learned_updates", "framed_wide_learned_split",
                  "framed_wide_per_team")
+# the variants of the simple_adversary preset (framed_wide_learned_updates): each also meets
+# the preset's run and the two-step sum's
+PRESET_VARIANTS = ("framed_wide_learned_split", "framed_wide_per_team")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
@@ -201,10 +204,8 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("framed_wide", "framed_wide_joint"),
          ("framed_wide_learned_updates", "framed_wide_learned"),
          ("framed_wide_learned_updates", "framed_wide_joint_updates"),
-         ("framed_wide_learned_split", "framed_wide_learned_updates"),
-         ("framed_wide_learned_split", "framed_wide_joint_updates"),
-         ("framed_wide_per_team", "framed_wide_learned_updates"),
-         ("framed_wide_per_team", "framed_wide_joint_updates"),
+         *((v, b) for v in PRESET_VARIANTS
+           for b in ("framed_wide_learned_updates", "framed_wide_joint_updates")),
          *((v, b) for v in WIDE_VARIANTS for b in ("framed_wide", "framed_wide_joint")),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
          ("updates_shaped", "updates_shaped_joint"),
