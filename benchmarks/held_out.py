@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from competitive import Arena, champion, interval, load, run_dir
+from competitive import MARKS, Arena, champion, interval, load, run_dir
 
 
 def main() -> None:
@@ -38,20 +38,26 @@ def main() -> None:
                     help="two modes of competitive.py: A,B (A minus B)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
+    ap.add_argument("--at", type=int, choices=[int(100 * m) for m in MARKS if m],
+                    help="play each run's champion kept this %% into the run instead of its last "
+                         "(as competitive.py --at): the runs of 2M env steps at 50 are the runs "
+                         "of 1M")
     args = ap.parse_args()
     out, seeds = Path(args.out), [int(s) for s in args.seeds.split(",")]
     modes = args.modes.split(",")
     if len(modes) != 2 or len(seeds) < 2:
         raise SystemExit("--modes takes two modes (A,B) and --seeds at least two seeds")
     dirs = {(m, s): run_dir(out, args.env, m, s) for m in modes for s in seeds}
-    missing = [str(d) for d in dirs.values() if not (d / "checkpoints" / "best.pt").is_file()]
+    missing = [str(champion(d, args.at)) for d in dirs.values()
+               if not champion(d, args.at).is_file()]
     if missing:
-        raise SystemExit("no champion (checkpoints/best.pt) in: " + ", ".join(missing)
-                         + "; train them with benchmarks/competitive.py")
-    champs = {k: load(champion(d, None), d) for k, d in dirs.items()}
+        raise SystemExit("no champion: " + ", ".join(missing)
+                         + "; train the runs with benchmarks/competitive.py")
+    champs = {k: load(champion(d, args.at), d) for k, d in dirs.items()}
     arena = Arena(dirs[modes[0], seeds[0]], args.episodes, 0)
     a, b = modes
-    print(f"{args.env}, {a} champion minus {b} champion of the same seed, per seat, "
+    at = "" if args.at is None else f" (the champions kept {args.at}% into each run)"
+    print(f"{args.env}, {a} champion minus {b} champion of the same seed{at}, per seat, "
           f"{args.episodes} episodes per pairing")
     for t, (team, _) in enumerate(arena.teams):
         print(f"\n{team}\n\n| seed | against the other seeds' runs | does better against | "
