@@ -48,12 +48,12 @@ def main() -> None:
     if len(modes) != 2 or len(seeds) < 2:
         raise SystemExit("--modes takes two modes (A,B) and --seeds at least two seeds")
     dirs = {(m, s): run_dir(out, args.env, m, s) for m in modes for s in seeds}
-    missing = [str(champion(d, args.at)) for d in dirs.values()
-               if not champion(d, args.at).is_file()]
+    paths = {k: champion(d, args.at) for k, d in dirs.items()}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
         raise SystemExit("no champion: " + ", ".join(missing)
                          + "; train the runs with benchmarks/competitive.py")
-    champs = {k: load(champion(d, args.at), d) for k, d in dirs.items()}
+    champs = {k: load(paths[k], d) for k, d in dirs.items()}
     arena = Arena(dirs[modes[0], seeds[0]], args.episodes, 0)
     a, b = modes
     at = "" if args.at is None else f" (the champions kept {args.at}% into each run)"
