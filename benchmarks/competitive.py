@@ -8,8 +8,10 @@ For each seed, two runs of the shipped MATD3 preset at equal env steps, with the
 heuristic opponents and reward shaping off whatever the preset ships: ``teams`` (a
 population per team) and ``joint`` (``population.teams: joint``: one population, fitness the
 sum over all agents). The teams run keeps its champions of generation 0 and of 25% and 50% of
-the run (copies of ``checkpoints/best.pt`` taken as it trains). Then, on ``--episodes`` fresh
-episodes per pairing (seed 10**6 + run seed):
+the run (copies of ``checkpoints/best.pt`` taken as it trains, ``champions/atN.pt``), and every
+generation's under ``champions/generations/``, so that a longer run extending it (``--extend``)
+has the champions of its own 25% and 50%. Then, on ``--episodes`` fresh episodes per pairing
+(seed 10**6 + run seed):
 
 1. *Champions against references.* Each team's final champion (a joint run's champion too,
    seat by seat) plays its own seat against the other team played by: a random policy, the
@@ -224,6 +226,11 @@ def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
     return out / f"{env}-{mode}-s{seed}"
 
 
+def generation(d: Path, g: int) -> Path:
+    """Where run ``d`` keeps the champion of its generation ``g``."""
+    return d / "champions" / "generations" / f"g{g}.pt"
+
+
 def windows_of(cfg: Any, steps: int) -> int:
     """Generations in a run of ``steps`` env steps."""
     return max(1, math.ceil(steps / (cfg.evolution.evo_steps * cfg.population.size)))
@@ -263,8 +270,11 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
     keep = d / "champions"
 
     def snapshot(info: Any) -> None:
+        # every generation's champion (so that a longer run extending this one has its own
+        # marks), and under atN.pt the ones of this run's marks
+        generation(d, info.generation).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(d / "checkpoints" / "best.pt", generation(d, info.generation))
         if info.generation in marks:
-            keep.mkdir(exist_ok=True)
             shutil.copy(d / "checkpoints" / "best.pt",
                         keep / f"at{int(100 * marks[info.generation])}.pt")
 
@@ -283,16 +293,18 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
         shorter = cfg.steps
         if d.exists():
             shutil.rmtree(d)
-        shutil.copytree(src, d, ignore=shutil.ignore_patterns("champions"))
+        shutil.copytree(src, d, ignore=shutil.ignore_patterns("at*.pt"))  # its own marks
         # the champions it kept, and its last generation's, that are also ours
         have = {g: src / "champions" / f"at{int(100 * f)}.pt"
                 for g, f in marks_of(cfg, shorter).items()}
         have[windows_of(cfg, shorter) - 1] = src / "checkpoints" / "best.pt"
+        have.update({g: generation(src, g) for g in marks if generation(src, g).exists()})
         for g, path in have.items():
             if g in marks and path.exists():
                 keep.mkdir(exist_ok=True)
                 shutil.copy(path, keep / f"at{int(100 * marks[g])}.pt")
-        lost = [g for g in marks if g <= windows_of(cfg, shorter) - 1 and g not in have]
+        lost = [g for g in marks if g <= windows_of(cfg, shorter) - 1
+                and not (g in have and have[g].exists())]
         if lost:
             print(f"{d.name}: {src} kept no champions of generations {lost}", flush=True)
         api.resume(d, steps=steps, callbacks=callbacks)
