@@ -135,9 +135,14 @@ def summary_line(m: dict[str, Any]) -> str:
     def f(x: Any) -> str:
         return "nan" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.2f}"
 
-    return (f"gen {m['generation']:>4}  steps {m['env_steps']:>10,}  "
-            f"best {f(m['eval/best_fitness'])}  "
-            f"mean {f(m['eval/mean_fitness'])}  best member {m['eval/best_member']}  "
+    # a game of several teams: each team's champion and mean, not the first team's alone
+    teams = [k[5:-len("/champion")] for k in m if k.startswith("team/") and k.endswith("/champion")]
+    fitness = ("  ".join(f"{t} best {f(m[f'team/{t}/best_fitness'])} (member "
+                         f"{m[f'team/{t}/champion']}) mean {f(m[f'team/{t}/mean_fitness'])}"
+                         for t in teams) if teams else
+               f"best {f(m['eval/best_fitness'])}  mean {f(m['eval/mean_fitness'])}  "
+               f"best member {m['eval/best_member']}")
+    return (f"gen {m['generation']:>4}  steps {m['env_steps']:>10,}  {fitness}  "
             f"{m['train/env_steps_per_s']:,.0f} steps/s  {m['time/elapsed_s']:.0f}s")
 
 

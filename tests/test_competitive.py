@@ -15,7 +15,7 @@ from evohpo import config as C
 from evohpo.cli import main
 from evohpo.envs import spec_for
 from evohpo.errors import ConfigError
-from evohpo.loggers import JsonlLogger
+from evohpo.loggers import JsonlLogger, summary_line
 from evohpo.play import Score, playing_teams
 from evohpo.trainer import Trainer
 from tests.test_trainer import NO_MUTATION, TINY, read_jsonl, strip_time, trained
@@ -65,6 +65,13 @@ def test_each_team_evolves_its_own_members(tmp_path: Path) -> None:
             key = f"vs/{team}/{ref}"
             assert np.isfinite(last[key]) and np.isfinite(last[key + "/ref"])
     assert last["eval/best_fitness"] == last["team/adversaries/best_fitness"]
+    # the console's line per generation names every team's champion, not the first team's alone
+    line = summary_line(last)
+    for team in TEAMS:
+        assert (f"{team} best {last[f'team/{team}/best_fitness']:.2f} (member "
+                f"{last[f'team/{team}/champion']}) mean "
+                f"{last[f'team/{team}/mean_fitness']:.2f}") in line
+    assert "best member" not in line
     # round robin: every pair of the two teams met in every generation
     league = read_jsonl(tmp_path / "league.jsonl")
     assert len(league) == len(metrics)

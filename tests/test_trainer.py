@@ -15,6 +15,7 @@ from evohpo.buffer import ReplayBuffer
 from evohpo.cli import main
 from evohpo.envs import MPE2_ENVS, make_env, make_pool, probe
 from evohpo.envs.pool import episode_seed
+from evohpo.loggers import summary_line
 from evohpo.trainer import Trainer
 
 TINY = {
@@ -176,6 +177,12 @@ def test_cli_smoke_every_env(env: str, continuous: bool, pool: str, tmp_path: Pa
     ms = read_jsonl(run / "metrics.jsonl")
     assert [m["env_steps"] for m in ms] == [16, 32, 48]
     assert all(np.isfinite(m["eval/best_fitness"]) for m in ms)
+    # the console's line per generation: the best member, or on a game of several teams each
+    # team's champion
+    last = ms[-1]
+    teams = [k.split("/")[1] for k in last if k.startswith("team/") and k.endswith("/champion")]
+    assert [t for t in teams if f"{t} best" in summary_line(last)] == teams
+    assert ("best member" in summary_line(last)) == (not teams)
     assert C.read_yaml(run / "config.yaml")["env"]["name"] == env
     assert (run / "lineage.jsonl").exists()
     assert "done: 3 generations" in capsys.readouterr().out
