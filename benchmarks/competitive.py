@@ -10,7 +10,8 @@ population per team) and ``joint`` (``population.teams: joint``: one population,
 sum over all agents). The teams run keeps its champions of generation 0 and of 25% and 50% of
 the run (copies of ``checkpoints/best.pt`` taken as it trains, ``champions/atN.pt``), and every
 generation's under ``champions/generations/``, so that a longer run extending it (``--extend``)
-has the champions of its own 25% and 50%. Then, on ``--episodes`` fresh episodes per pairing
+has the champions of its own 25% and 50%; an extended run also keeps the shorter run's last
+champion, as the one of its share of the budget. Then, on ``--episodes`` fresh episodes per pairing
 (seed 10**6 + run seed):
 
 1. *Champions against references.* Each team's final champion (a joint run's champion too,
@@ -303,6 +304,9 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
             if g in marks and path.exists():
                 keep.mkdir(exist_ok=True)
                 shutil.copy(path, keep / f"at{int(100 * marks[g])}.pt")
+        # and the shorter run's last champion, an earlier champion of this run
+        keep.mkdir(exist_ok=True)
+        shutil.copy(src / "checkpoints" / "best.pt", keep / f"at{round(100 * shorter / steps)}.pt")
         lost = [g for g in marks if g <= windows_of(cfg, shorter) - 1
                 and not (g in have and have[g].exists())]
         if lost:
