@@ -11,8 +11,8 @@ sum over all agents). The teams run keeps its champions of generation 0 and of 2
 the run (copies of ``checkpoints/best.pt`` taken as it trains, ``champions/atN.pt``), and every
 generation's under ``champions/generations/``, so that a longer run extending it (``--extend``)
 has the champions of its own 25% and 50%; an extended run also keeps the shorter run's last
-champion, as the one of its share of the budget. Then, on ``--episodes`` fresh episodes per pairing
-(seed 10**6 + run seed):
+champion, as the one of its share of the budget. Then, on ``--episodes`` fresh episodes per
+pairing (seed 10**6 + run seed):
 
 1. *Champions against references.* Each team's final champion (a joint run's champion too,
    seat by seat) plays its own seat against the other team played by: a random policy, the
@@ -300,12 +300,11 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
                 for g, f in marks_of(cfg, shorter).items()}
         have[windows_of(cfg, shorter) - 1] = src / "checkpoints" / "best.pt"
         have.update({g: generation(src, g) for g in marks if generation(src, g).exists()})
+        keep.mkdir(exist_ok=True)
         for g, path in have.items():
             if g in marks and path.exists():
-                keep.mkdir(exist_ok=True)
                 shutil.copy(path, keep / f"at{int(100 * marks[g])}.pt")
         # and the shorter run's last champion, an earlier champion of this run
-        keep.mkdir(exist_ok=True)
         shutil.copy(src / "checkpoints" / "best.pt", keep / f"at{round(100 * shorter / steps)}.pt")
         lost = [g for g in marks if g <= windows_of(cfg, shorter) - 1
                 and not (g in have and have[g].exists())]
