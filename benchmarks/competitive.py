@@ -10,9 +10,9 @@ population per team) and ``joint`` (``population.teams: joint``: one population,
 sum over all agents). The teams run keeps its champions of generation 0 and of 25% and 50% of
 the run (copies of ``checkpoints/best.pt`` taken as it trains, ``champions/atN.pt``), and every
 generation's under ``champions/generations/``, so that a longer run extending it (``--extend``)
-has the champions of its own 25% and 50%; an extended run also keeps the shorter run's last
-champion, as the one of its share of the budget. Then, on ``--episodes`` fresh episodes per
-pairing (seed 10**6 + run seed):
+has the champions of its own 25% and 50%; an extended run also keeps the other champions the
+shorter run kept (its marks and its last), each as the one of its share of the budget. Then,
+on ``--episodes`` fresh episodes per pairing (seed 10**6 + run seed):
 
 1. *Champions against references.* Each team's final champion (a joint run's champion too,
    seat by seat) plays its own seat against the other team played by: a random policy, the
@@ -301,11 +301,14 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
         have[windows_of(cfg, shorter) - 1] = src / "checkpoints" / "best.pt"
         have.update({g: generation(src, g) for g in marks if generation(src, g).exists()})
         keep.mkdir(exist_ok=True)
+        windows = windows_of(cfg, steps)
         for g, path in have.items():
-            if g in marks and path.exists():
-                shutil.copy(path, keep / f"at{int(100 * marks[g])}.pt")
-        # and the shorter run's last champion, an earlier champion of this run
-        shutil.copy(src / "checkpoints" / "best.pt", keep / f"at{round(100 * shorter / steps)}.pt")
+            # ours at a mark; else an earlier champion of this run at its share of the budget
+            # (generation g ends (g + 1) / windows into it)
+            name = (f"at{int(100 * marks[g])}.pt" if g in marks else
+                    f"at{round(100 * (g + 1) / windows)}.pt")
+            if path.exists() and not (g not in marks and (keep / name).exists()):
+                shutil.copy(path, keep / name)
         lost = [g for g in marks if g <= windows_of(cfg, shorter) - 1
                 and not (g in have and have[g].exists())]
         if lost:
