@@ -232,6 +232,11 @@ def generation(d: Path, g: int) -> Path:
     return d / "champions" / "generations" / f"g{g}.pt"
 
 
+def kept_at(d: Path, pct: int) -> Path:
+    """Where run ``d`` keeps its champion of ``pct``% into the run."""
+    return d / "champions" / f"at{pct}.pt"
+
+
 def windows_of(cfg: Any, steps: int) -> int:
     """Generations in a run of ``steps`` env steps."""
     return max(1, math.ceil(steps / (cfg.evolution.evo_steps * cfg.population.size)))
@@ -275,9 +280,8 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
         # marks), and under atN.pt the ones of this run's marks
         generation(d, info.generation).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(d / "checkpoints" / "best.pt", generation(d, info.generation))
-        if info.generation in marks:
-            shutil.copy(d / "checkpoints" / "best.pt",
-                        keep / f"at{int(100 * marks[info.generation])}.pt")
+        if (f := marks.get(info.generation)) is not None:
+            shutil.copy(d / "checkpoints" / "best.pt", kept_at(d, int(100 * f)))
 
     callbacks = [snapshot]  # joint runs too: --at plays them against their earlier champions
     t0 = time.perf_counter()
@@ -295,22 +299,21 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
         if d.exists():
             shutil.rmtree(d)
         shutil.copytree(src, d, ignore=shutil.ignore_patterns("at*.pt"))  # its own marks
-        # the champions it kept, and its last generation's, that are also ours
-        have = {g: src / "champions" / f"at{int(100 * f)}.pt"
-                for g, f in marks_of(cfg, shorter).items()}
-        have[windows_of(cfg, shorter) - 1] = src / "checkpoints" / "best.pt"
+        # the champions it kept: its marks', its last generation's, and from its archive
+        # those of our marks
+        last = windows_of(cfg, shorter) - 1
+        have = {g: kept_at(src, int(100 * f)) for g, f in marks_of(cfg, shorter).items()}
+        have[last] = src / "checkpoints" / "best.pt"
         have.update({g: generation(src, g) for g in marks if generation(src, g).exists()})
         keep.mkdir(exist_ok=True)
         windows = windows_of(cfg, steps)
         for g, path in have.items():
             # ours at a mark; else an earlier champion of this run at its share of the budget
             # (generation g ends (g + 1) / windows into it)
-            name = (f"at{int(100 * marks[g])}.pt" if g in marks else
-                    f"at{round(100 * (g + 1) / windows)}.pt")
-            if path.exists() and not (g not in marks and (keep / name).exists()):
-                shutil.copy(path, keep / name)
-        lost = [g for g in marks if g <= windows_of(cfg, shorter) - 1
-                and not (g in have and have[g].exists())]
+            to = kept_at(d, int(100 * marks[g]) if g in marks else round(100 * (g + 1) / windows))
+            if path.exists() and (g in marks or not to.exists()):  # a mark's name is its own
+                shutil.copy(path, to)
+        lost = [g for g in marks if g <= last and (g not in have or not have[g].exists())]
         if lost:
             print(f"{d.name}: {src} kept no champions of generations {lost}", flush=True)
         api.resume(d, steps=steps, callbacks=callbacks)
@@ -372,7 +375,7 @@ class Arena:
 
 def champion(d: Path, at: int | None) -> Path:
     """Run ``d``'s last champion, or with ``at`` the one it kept ``at``% into the run."""
-    return d / "checkpoints" / "best.pt" if at is None else d / "champions" / f"at{at}.pt"
+    return d / "checkpoints" / "best.pt" if at is None else kept_at(d, at)
 
 
 def against_references(out: Path, env: str, seed: int, episodes: int,
