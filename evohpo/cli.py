@@ -179,10 +179,10 @@ def build_parser() -> Parser:
                     help="write an animation of one episode, or show it")
     ev.add_argument("--against", metavar="OPPONENT",
                     help="games of several teams: play the member's team against random, "
-                         "heuristic, a member id of this run, or another run directory's "
-                         "champions; prints both teams' returns")
+                         "heuristic, a member id of this run (of another team), or another run "
+                         "directory's champions; prints both teams' returns")
     ev.add_argument("--team", help="with --against: the team the member plays (default: its "
-                                   "own, else the first)")
+                                   "own, else the first that an opponent member did not train)")
     ev.set_defaults(func=cmd_eval)
     ex = sub.add_parser("export",
                         help="export a member's actors to run without evohpo (torch.export)")

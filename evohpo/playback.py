@@ -29,9 +29,10 @@ def run_config(run_dir: Path) -> C.Config:
     return C.load([C.read_yaml(p)])
 
 
-def load_member(run_dir: Path, which: str = "best",
+def load_member(run_dir: Path, which: str = "best", flag: str = "--member",
                 ) -> tuple[C.Config, EnvSpec, Algorithm, dict[str, Any]]:
-    """The config, env spec, algorithm and record of member ``which`` ('best' or an id).
+    """The config, env spec, algorithm and record of member ``which`` ('best' or an id; errors
+    name it as given to ``flag``).
 
     On a game of several teams, a member that trains only its own team
     (``population.opponent_actions: played``) comes with the run's champions playing the other
@@ -45,7 +46,7 @@ def load_member(run_dir: Path, which: str = "best",
         state, info = tensors["algo"], meta["member"]
     else:
         if not which.isdigit():
-            raise ConfigError(f"--member {which!r}: expected 'best' or a member id (a number)")
+            raise ConfigError(f"{flag} {which!r}: expected 'best' or a member id (a number)")
         wanted = int(which)
         found = None
         known: list[int] = []
@@ -62,7 +63,7 @@ def load_member(run_dir: Path, which: str = "best",
             if meta["member"]["id"] == wanted:
                 found = tensors["algo"], meta["member"]
         if found is None:
-            raise ConfigError(f"--member {wanted}: no such member in {str(ckpts)!r}; "
+            raise ConfigError(f"{flag} {wanted}: no such member in {str(ckpts)!r}; "
                               f"known: best, {', '.join(str(k) for k in sorted(set(known)))}")
         state, info = found
     algo = restore_algo(cfg, spec, state, "cpu")
@@ -70,7 +71,7 @@ def load_member(run_dir: Path, which: str = "best",
         # a member that trains only its own team has no policy for the others: the run's
         # champions (best.pt) play them
         if not best_path.is_file():
-            raise ConfigError(f"--member {which}: it plays only team {info.get('team')!r}, and "
+            raise ConfigError(f"{flag} {which}: it plays only team {info.get('team')!r}, and "
                               f"{str(best_path)!r}, whose champions would play the others, "
                               "does not exist yet")
         full = restore_algo(cfg, spec, checkpoint.load(best_path)[1]["algo"], "cpu")
@@ -82,8 +83,9 @@ def load_member(run_dir: Path, which: str = "best",
 def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes: int | None,
             seed: int) -> tuple[C.Config, Teams, str, str, dict[str, np.ndarray]]:
     """Member ``which`` of a run on a game of several teams, playing ``team`` (default: its own,
-    else the first) against ``opponent`` in every other team's seats: ``random``, ``heuristic``,
-    a member id of the same run, or another run directory (its checkpoints/best.pt champions).
+    else the first that an opponent member does not play) against ``opponent`` in every other
+    team's seats: ``random``, ``heuristic``, a member id of the same run (of another team), or
+    another run directory (its checkpoints/best.pt champions).
     Returns (config, teams, the team played, the opponent's description, per-agent returns)."""
     from evohpo.play import play
     from evohpo.references import reference_policy
@@ -94,16 +96,17 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
         raise ConfigError(f"--against: {cfg.env.name} is a game of one team; there is no "
                           "opponent to play")
     names = [name for name, _ in teams]
-    team = team or info.get("team") or names[0]
-    if team not in names:
+    if team is not None and team not in names:
         raise ConfigError(f"--team {team!r}: {cfg.env.name} has teams {', '.join(names)}")
     other: Any
     arena = cfg, spec
+    oteam = None  # the team an opponent member of this run trained
     if opponent in ("random", "heuristic"):
         other = reference_policy(opponent, spec, cfg.env.name, cfg.env.kwargs, seed)
         what = opponent
     elif opponent.isdigit():
-        other = load_member(run_dir, opponent)[2]
+        _, _, other, oinfo = load_member(run_dir, opponent, flag="--against")
+        oteam = oinfo.get("team")
         what = f"member {opponent}"
     elif (Path(opponent) / "checkpoints").is_dir():
         ocfg, ospec, other, _ = load_member(Path(opponent), "best")
@@ -115,7 +118,13 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
             arena = ocfg, ospec         # (env.frames) sees it; the other reads the newest
     else:
         raise ConfigError(f"--against {opponent!r}: expected random, heuristic, a member id or "
-                          "a run directory")
+                          "a run directory (a folder with checkpoints/ in it)")
+    # the member's own team; else (the run's champions) a team the opponent member does not play
+    team = team or info.get("team") or next(n for n in names if n != oteam)
+    if oteam is not None and oteam == team:
+        raise ConfigError(f"--against {opponent}: member {opponent} trained team {oteam!r}, the "
+                          f"team the member plays; an opponent member plays "
+                          f"{' or '.join(n for n in names if n != team)}")
     lineup = [(algo if name == team else other, agents) for name, agents in teams]
     returns = play(arena[0], lineup, arena[1], episodes or cfg.eval.episodes, seed)
     return cfg, teams, team, what, returns

@@ -224,6 +224,18 @@ def test_eval_against_prints_both_teams(tmp_path: Path, capsys: pytest.CaptureFi
     assert "good (member)" in capsys.readouterr().out
     assert main(["eval", str(tmp_path / "a"), "--against", "nobody"]) == 2
     assert "--against 'nobody'" in capsys.readouterr().err
+    # an opponent member of the adversaries: the run's champions play the good agents' seat
+    advs = [m["id"] for m in meta["members"] if m["team"] == "adversaries"]
+    assert main(["eval", str(tmp_path / "a"), "--against", str(advs[0]), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "good (member)" in out and "adversaries (opponent)" in out
+    # two members of one team cannot meet: the opponent member has no other team's policy
+    assert main(["eval", str(tmp_path / "a"), "--member", str(advs[0]), "--against",
+                 str(advs[1])]) == 2
+    assert f"--against {advs[1]}: member {advs[1]} trained team 'adversaries'" in \
+        capsys.readouterr().err
+    assert main(["eval", str(tmp_path / "a"), "--against", "999999"]) == 2
+    assert "--against 999999: no such member" in capsys.readouterr().err
     assert main(["eval", str(tmp_path / "a"), "--against", "random", "--team", "x"]) == 2
     assert "--team 'x'" in capsys.readouterr().err
 
