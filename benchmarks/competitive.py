@@ -259,11 +259,13 @@ def checkpointed(d: Path, cfg: Any) -> int | None:
 
 
 def train(env: str, mode: str, seed: int, steps: int, out: Path,
-          extra: dict[str, Any], extend: Path | None = None) -> dict[str, Any]:
+          extra: dict[str, Any], extend: Path | None = None,
+          until: int | None = None) -> dict[str, Any]:
     """One run; with ``extend``, the same run of fewer steps there is copied and resumed up to
     ``steps`` (a run resumes exactly, so this is the run of ``steps`` from the start), keeping
     the champions it already holds of this run's marks. A run stopped part way goes on from its
-    own last checkpoint."""
+    own last checkpoint. With ``until``, the run of ``steps`` stops (checkpointed) after the
+    first generation that reaches ``until`` env steps: the result has ``stopped_at``."""
     from evohpo import api
     from evohpo.playback import run_config
 
@@ -283,12 +285,17 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
         if (f := marks.get(info.generation)) is not None:
             shutil.copy(d / "checkpoints" / "best.pt", kept_at(d, int(100 * f)))
 
-    callbacks = [snapshot]  # joint runs too: --at plays them against their earlier champions
-    t0 = time.perf_counter()
+    def far_enough(info: Any) -> bool:
+        return until is not None and info.env_steps >= until
+
+    callbacks = [snapshot, far_enough]  # joint runs too: --at plays them against their earlier
+    t0 = time.perf_counter()            # champions
     # this run, fresh or extended, stopped part way (or finished unlogged): it goes on from
     # its own last checkpoint
     reached = checkpointed(d, cfg if src is None else dataclasses.replace(cfg, steps=steps))
-    if reached is not None:
+    if reached is not None and until is not None and reached >= until:
+        pass  # already as far as asked
+    elif reached is not None:
         if reached < steps:
             api.resume(d, callbacks=callbacks)
     elif src is None:
@@ -317,8 +324,11 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
         if lost:
             print(f"{d.name}: {src} kept no champions of generations {lost}", flush=True)
         api.resume(d, steps=steps, callbacks=callbacks)
+    at = checkpointed(d, run_config(d))  # where the run now stands (its config has ``steps``)
+    at = steps if at is None else at
     return {"env": env, "mode": mode, "seed": seed, "steps": steps,
-            "wall_s": time.perf_counter() - t0, **({"extended": str(extend)} if extend else {})}
+            "wall_s": time.perf_counter() - t0, **({"extended": str(extend)} if extend else {}),
+            **({"stopped_at": at} if at < steps else {})}
 
 
 def load(path: Path, d: Path) -> Any:
@@ -442,6 +452,11 @@ def main() -> None:
     ap.add_argument("--extend", metavar="DIR",
                     help="a --out of shorter runs: each run is that run copied and resumed up "
                          "to --steps (the same run, as it resumes exactly), not trained anew")
+    ap.add_argument("--until", type=int, metavar="STEPS",
+                    help="train the runs of --steps only as far as STEPS env steps (each stops, "
+                         "checkpointed, after the first generation that reaches it, keeping the "
+                         "champions of --steps' marks it passed) and evaluate nothing; the same "
+                         "command without --until goes on to --steps")
     ap.add_argument("--at", type=int, choices=[int(100 * m) for m in MARKS if m],
                     help="train nothing; play each run's champion kept this %% into the run "
                          "(against the earlier ones) instead of its last: the runs of 2M env "
@@ -468,8 +483,8 @@ def main() -> None:
 
             def start_next() -> None:  # one at a time, so that a stop leaves none queued
                 for e, m, s in queue:
-                    running[pool.submit(train, e, m, s, args.steps, out, extra, extend)] = \
-                        f"{e} {m} s{s}"
+                    running[pool.submit(train, e, m, s, args.steps, out, extra, extend,
+                                        args.until)] = f"{e} {m} s{s}"
                     break
 
             for _ in range(args.jobs):
@@ -491,14 +506,20 @@ def main() -> None:
                         # stopped from outside: start no more
                         stop = stop or isinstance(e, (Interrupted, KeyboardInterrupt))
                     else:
-                        with open(log, "a") as f:
-                            f.write(json.dumps(r) + "\n")
-                        print(f"{name}: {r['wall_s']:.0f}s", flush=True)
+                        if "stopped_at" in r:  # at --until: not finished, not logged
+                            print(f"{name}: at {r['stopped_at']:,} env steps "
+                                  f"({r['wall_s']:.0f}s)", flush=True)
+                        else:
+                            with open(log, "a") as f:
+                                f.write(json.dumps(r) + "\n")
+                            print(f"{name}: {r['wall_s']:.0f}s", flush=True)
                     if not stop:
                         start_next()
         if failed:
             raise SystemExit(f"{len(failed)} of {len(todo)} runs did not finish; the same "
                              "command goes on from each one's last checkpoint")
+    if args.until is not None and args.until < args.steps:
+        return  # the runs are not finished: nothing to evaluate
     for env in envs:
         reached = "" if args.at is None else f", their champions at {args.at}%"
         print(f"\n{env}, MATD3, runs of {args.steps:,} env steps{reached}, {args.episodes} "
