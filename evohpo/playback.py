@@ -121,6 +121,10 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
                           "a run directory (a folder with checkpoints/ in it)")
     # the member's own team; else (the run's champions) a team the opponent member does not play
     team = team or info.get("team") or next(n for n in names if n != oteam)
+    if info.get("others") and team != info.get("team"):  # a member that trained one team only
+        raise ConfigError(f"--team {team}: member {which} trained team {info.get('team')!r} "
+                          f"only (the run's champions play its other seats); play it as "
+                          f"{info.get('team')}, or pick a member of {team}")
     if oteam is not None and oteam == team:
         raise ConfigError(f"--against {opponent}: member {opponent} trained team {oteam!r}, the "
                           f"team the member plays; an opponent member plays "

@@ -234,6 +234,11 @@ def test_eval_against_prints_both_teams(tmp_path: Path, capsys: pytest.CaptureFi
                  str(advs[1])]) == 2
     assert f"--against {advs[1]}: member {advs[1]} trained team 'adversaries'" in \
         capsys.readouterr().err
+    # nor can a member play the team it did not train
+    assert main(["eval", str(tmp_path / "a"), "--member", str(advs[0]), "--team", "good",
+                 "--against", "random"]) == 2
+    assert f"--team good: member {advs[0]} trained team 'adversaries' only" in \
+        capsys.readouterr().err
     assert main(["eval", str(tmp_path / "a"), "--against", "999999"]) == 2
     assert "--against 999999: no such member" in capsys.readouterr().err
     assert main(["eval", str(tmp_path / "a"), "--against", "random", "--team", "x"]) == 2
