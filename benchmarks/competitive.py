@@ -293,14 +293,12 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
     # this run, fresh or extended, stopped part way (or finished unlogged): it goes on from
     # its own last checkpoint
     reached = checkpointed(d, cfg if src is None else dataclasses.replace(cfg, steps=steps))
-    if reached is not None and until is not None and reached >= until:
-        pass  # already as far as asked
-    elif reached is not None:
-        if reached < steps:
-            api.resume(d, callbacks=callbacks)
+    if reached is not None:
+        if reached < (steps if until is None else min(steps, until)):  # not yet as far as asked
+            reached = api.resume(d, callbacks=callbacks).summary["env_steps"]
     elif src is None:
-        api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
-                  run_dir=d, overwrite=True, callbacks=callbacks)
+        reached = api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
+                            run_dir=d, overwrite=True, callbacks=callbacks).summary["env_steps"]
     else:
         shorter = cfg.steps
         if d.exists():
@@ -323,12 +321,10 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
         lost = [g for g in marks if g <= last and (g not in have or not have[g].exists())]
         if lost:
             print(f"{d.name}: {src} kept no champions of generations {lost}", flush=True)
-        api.resume(d, steps=steps, callbacks=callbacks)
-    at = checkpointed(d, run_config(d))  # where the run now stands (its config has ``steps``)
-    at = steps if at is None else at
+        reached = api.resume(d, steps=steps, callbacks=callbacks).summary["env_steps"]
     return {"env": env, "mode": mode, "seed": seed, "steps": steps,
             "wall_s": time.perf_counter() - t0, **({"extended": str(extend)} if extend else {}),
-            **({"stopped_at": at} if at < steps else {})}
+            **({"stopped_at": reached} if reached < steps else {})}
 
 
 def load(path: Path, d: Path) -> Any:
