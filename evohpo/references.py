@@ -279,3 +279,11 @@ def reference_policy(kind: str, spec: EnvSpec, env_name: str, env_kwargs: dict[s
         return heuristic_policy(spec, env_name, env_kwargs)
     raise ConfigError(f"reference policy {kind!r} is not one of "
                       f"{', '.join(repr(k) for k in KINDS)}")
+
+
+def fixed_references(spec: EnvSpec, env_name: str, env_kwargs: dict[str, Any],
+                     seed: int) -> dict[str, Policy]:
+    """The fixed opponents a game's champions are measured against: a random policy and,
+    where the game has one, the scripted heuristic."""
+    return {k: reference_policy(k, spec, env_name, env_kwargs, seed)
+            for k in KINDS if k == "random" or heuristic_available(env_name)}

@@ -224,12 +224,11 @@ class Trainer:
 
     def keep_best(self, scores: list[Score]) -> None:
         """Keep the best member (checkpoints/best.pt, eval/best_ever): see :mod:`evohpo.best`.
-        On a game of several teams: every team's current champion, in one algorithm."""
+        On a game of several teams: every team's champion, in one algorithm (League.keep)."""
         s, fitness = self.state, [sc.fitness for sc in scores]
         kept: tuple[float, dict[str, Any], Algorithm] | None
         if self.league:
-            kept = (s.best_ever, self.league.record(self.evaluated, scores),
-                    self.league.champion_algo(self.evaluated, fitness))
+            kept = (s.best_ever, *self.league.keep(self.evaluated, scores, s.generation))
         else:
             b = best_index(fitness)
             kept = self.keeper.keep(self.evaluated[b], scores[b], s.generation, s.env_steps,

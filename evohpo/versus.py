@@ -21,11 +21,12 @@ sum rewards a prey that gets caught). Here each team evolves its own members ins
 - **Selection and mutation** run per team, on that team's members only; their lineage records
   name the team.
 - **Absolute progress.** Cross-play says who is better now, not whether the league improved. So
-  each team's champion (its highest fitness) also plays fixed opponents every generation, on
-  the same episodes each time: a random policy, the scripted heuristic where the game has one,
-  and the first generation's champions. Each of those numbers sits beside the reference's own
-  return in the champion's seat (``vs/<team>/<ref>/ref``): the champion beats a reference
-  when it does better against the reference's team than the reference does.
+  each team's champion (its highest fitness; with ``eval.champion: hill`` the kept one of
+  :mod:`evohpo.hill`) also plays fixed opponents every generation, on the same episodes each
+  time: a random policy, the scripted heuristic where the game has one, and the first
+  generation's champions. Each of those numbers sits beside the reference's own return in the
+  champion's seat (``vs/<team>/<ref>/ref``): the champion beats a reference when it does
+  better against the reference's team than the reference does.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError
 from evohpo.evolution import MutationRecord, Offspring, next_generation
+from evohpo.hill import Hill, combined, seat_return
 from evohpo.play import Lineup, Policy, Score, Teams, episode_returns, episode_totals, eval_pool
 from evohpo.population import Member
-from evohpo.references import heuristic_policy
+from evohpo.references import fixed_references, heuristic_policy
 from evohpo.runtime import Opponent
 from evohpo.runtime.local import nonfinite_weights
 
@@ -79,6 +81,7 @@ class League:
         self.first: list[Algorithm] | None = None  # the first generation's champions
         self.baseline: dict[str, float] = {}       # each reference's own return in each seat
         self.last: dict[str, Any] = {}             # the last evaluation's matches
+        self.hill = Hill(cfg, spec, teams) if cfg.eval.champion == "hill" else None
         # population.past_opponents: champions of earlier generations (one algorithm each,
         # every team's agents played by that generation's champion) and their generations
         self.archive: list[Algorithm] = []
@@ -281,14 +284,16 @@ class League:
     def references(self, members: list[Member], fitness: list[float]) -> dict[str, float]:
         """Each team's champion against the fixed opponents, beside each reference's own return
         in the champion's seat (the bar it has to clear)."""
-        champs = [members[i].algo for i in champions(members, fitness, self.teams)]
+        champs = (self.hill.kept if self.hill else
+                  [members[i].algo for i in champions(members, fitness, self.teams)])
         if self.first is None:
             self.first = [a.clone(0) for a in champs]
         if not self.cfg.eval.reference_episodes:
             return {}
         if self.ref_pool is None:
             self.ref_pool = eval_pool(self.cfg, self.spec, self.cfg.eval.reference_episodes)
-            self.refs = self.reference_policies()
+            e = self.cfg.env
+            self.refs = fixed_references(self.spec, e.name, e.kwargs, self.ref_seed)
         out: dict[str, float] = {}
         opponents: dict[str, list[Policy]] = {k: [p] * len(self.teams)
                                               for k, p in self.refs.items()}
@@ -305,24 +310,7 @@ class League:
     def team_return(self, policy: Policy, t: int, others: list[Policy]) -> float:
         """Team ``t``'s mean return with ``policy`` in its seat and ``others[u]`` in seat u."""
         assert self.ref_pool is not None
-        for p in (policy, *others):  # a random reference plays the same actions every time
-            reset = getattr(p, "reset", None)
-            if reset is not None:
-                reset(self.ref_seed)
-        lineup: Lineup = [(policy if u == t else others[u], agents)
-                          for u, (_, agents) in enumerate(self.teams)]
-        returns = episode_returns(lineup, self.ref_pool, self.ref_seed)
-        return float(episode_totals(returns, self.teams[t][1]).mean())
-
-    def reference_policies(self) -> dict[str, Policy]:
-        from evohpo.references import heuristic_available, reference_policy
-
-        e = self.cfg.env
-        refs = {"random": reference_policy("random", self.spec, e.name, e.kwargs, self.ref_seed)}
-        if heuristic_available(e.name):
-            refs["heuristic"] = reference_policy("heuristic", self.spec, e.name, e.kwargs,
-                                                 self.ref_seed)
-        return refs
+        return seat_return(policy, t, others, self.teams, self.ref_pool, self.ref_seed)
 
     # ----------------------------------------------------------------------------- records
     def window_metrics(self, members: list[Member], scores: list[Score], generation: int,
@@ -343,6 +331,7 @@ class League:
         m["eval/best_member"] = m[f"team/{first}/champion"]
         if self.cfg.eval.team_fitness == "elo":
             m.update({f"member/{mem.id}/rating": mem.rating for mem in members})
+        m.update(self.hill.metrics() if self.hill else {})
         m.update(self.references(members, fitness))
         pop = self.cfg.population
         past = ({"past_opponents": self.drawn(generation)}
@@ -368,20 +357,28 @@ class League:
         return {"id": members[champs[0]].id, "teams": teams, "episodes": self.cfg.eval.episodes}
 
     def champion_algo(self, members: list[Member], fitness: list[float]) -> Algorithm:
-        """One algorithm whose every team's agents are played by that team's champion (what
-        checkpoints/best.pt holds on a game of several teams)."""
-        champs = [members[i] for i in champions(members, fitness, self.teams)]
-        algo = champs[0].algo.clone(0)
-        for c, (_, agents) in zip(champs[1:], self.teams[1:], strict=True):
-            algo.take_agents(c.algo, agents)
-        return algo
+        """One algorithm whose every team's agents are played by that team's champion."""
+        return combined([members[i].algo for i in champions(members, fitness, self.teams)],
+                        self.teams)
+
+    def keep(self, members: list[Member], scores: list[Score],
+             generation: int) -> tuple[dict[str, Any], Algorithm]:
+        """What checkpoints/best.pt holds: the record and the algorithm of every team's
+        champion, this generation's or, with ``eval.champion: hill``, the kept one."""
+        record = self.record(members, scores)
+        algo = self.champion_algo(members, [s.fitness for s in scores])
+        if self.hill is None:
+            return record, algo
+        self.hill.offer(algo, record["teams"], generation)
+        return self.hill.record(), self.hill.algo()
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:
         if self.first is None:
             return {}, {}
-        return {"league": {"baseline": self.baseline, "archive_gens": self.archive_gens}}, {
-            "league_first": [a.state_dict() for a in self.first],
-            "league_archive": [a.state_dict() for a in self.archive]}
+        hmeta, htensors = self.hill.state_dict() if self.hill else ({}, {})
+        return {"league": {"baseline": self.baseline, "archive_gens": self.archive_gens},
+                **hmeta}, {"league_first": [a.state_dict() for a in self.first],
+                           "league_archive": [a.state_dict() for a in self.archive], **htensors}
 
     def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any], device: Any) -> None:
         if "league_first" in tensors:
@@ -392,8 +389,12 @@ class League:
             self.archive_gens = list(saved.get("archive_gens", []))
             self.archive = [restore_algo(self.cfg, self.spec, st, device)
                             for st in tensors.get("league_archive", [])]
+        if self.hill:
+            self.hill.load_state_dict(meta, tensors, device)
 
     def close(self) -> None:
         self.pool.close()
         if self.ref_pool is not None:
             self.ref_pool.close()
+        if self.hill:
+            self.hill.close()

@@ -188,7 +188,8 @@ FRAMED = {"env": {"num_envs": 4, "frames": 3}, "population": {"scripted_opponent
     (80, FRAMED),
     # the other team's next actions from each member's own model, but as played where the
     # heuristic played it (population.opponent_actions: mixed)
-    (80, {**SCRIPTED, "population": {"scripted_opponents": 1.0, "opponent_actions": "mixed"}})])
+    (80, {**SCRIPTED, "population": {"scripted_opponents": 1.0, "opponent_actions": "mixed"}}),
+    (80, {"eval": {"champion": "hill", "champion_episodes": 4}})])  # kept champions: evohpo.hill
 def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, Any]) -> None:
     base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
     (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**over))))

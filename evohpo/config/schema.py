@@ -277,6 +277,14 @@ class EvalConfig:
     reference_episodes: int = _f(
         32, "teams: episodes each team's champion plays each generation against fixed "
         "opponents (random, scripted heuristic, the first generation's champion); 0: off", lo=0)
+    champion: Literal["current", "hill"] = _f(
+        "current", "teams: the champion each team hands over (checkpoints/best.pt): current "
+        "(the last generation's highest cross-play fitness) or hill (a kept champion, replaced "
+        "by a generation's champion only when that does at least as well against the same "
+        "bench: the other teams' generation champions and the scripted heuristic; see "
+        "evohpo/hill.py)")
+    champion_episodes: int = _f(
+        64, "teams, champion: hill: episodes per bench match", lo=1)
 
 
 @dataclass(frozen=True)

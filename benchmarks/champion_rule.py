@@ -1,0 +1,207 @@
+"""Which champion should a team run hand over? Two rules, played over the champions a run of
+competitive.py kept every generation, without training anything.
+
+    python benchmarks/champion_rule.py --env simple_tag --mode updates_shaped --seeds 0,1 \\
+        --archive runs/competitive3M_fresh_tag,runs/competitive3M_tag --last 74
+
+- ``current`` (what ``checkpoints/best.pt`` holds): each team's champion is the member with the
+  highest cross-play fitness in the last generation. Cross-play fitness is relative to the
+  other team's members of the moment, so a later champion is never compared with an earlier
+  one on common ground.
+- ``hill`` (``eval.champion: hill``, :mod:`evohpo.hill`): a kept champion per team, which a
+  generation's champion replaces only when it does at least as well, on the same episodes,
+  against a bench: the other teams' champions of that generation and the scripted heuristic
+  where the game has one. The bench's episodes are the ones a run with ``eval.champion:
+  hill`` would play (``eval.champion_episodes`` of them, from the run's seed), none of the
+  evaluation's.
+
+The champion plays no part in training (with ``population.past_opponents`` off, which this
+script checks), so each rule's pick at every generation is what a run using it keeps (checked
+on a small simple_tag run: the kept generations equal those a run with ``eval.champion: hill``
+logs). The run's generation ``g`` champion is read from ``champions/generations/g{g}.pt`` of the
+first ``--archive`` directory holding it (a run retrained from scratch is the same run, so
+its archive fills the generations a longer extended run did not keep); ``--last`` is the run's
+last generation: a run of ``(last + 1) * evo_steps * population.size`` env steps.
+
+Then, as competitive.py does and on its episodes (``--episodes`` fresh ones, seed
+10**6 + run seed), each rule's final champions play each seat against the random policy, the
+heuristic and that rule's own champions of 0, 25 and 50% of the run, paired with the
+reference's own return in the seat; and the two rules' final champions meet head to head
+(hill's policy minus current's in each seat, against both rules' other team).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from competitive import MARKS, Arena, generation, interval, load, run_dir
+
+RULES = ("current", "hill")
+
+
+class Archive:
+    """A run's generation champions, loaded once each."""
+
+    def __init__(self, dirs: list[Path], last: int):
+        self.paths: dict[int, tuple[Path, Path]] = {}
+        for g in range(last + 1):
+            for d in dirs:
+                if generation(d, g).is_file():
+                    self.paths[g] = (generation(d, g), d)
+                    break
+        missing = [g for g in range(last + 1) if g not in self.paths]
+        if missing:
+            raise SystemExit(f"no champion of generation(s) {missing} in "
+                             f"{', '.join(str(d) for d in dirs)}")
+        self.loaded: dict[int, Any] = {}
+
+    def __getitem__(self, g: int) -> Any:
+        if g not in self.loaded:
+            self.loaded[g] = load(*self.paths[g])
+        return self.loaded[g]
+
+
+def hill(arc: Archive, last: int, arena: Arena, heuristic: Any | None) -> list[tuple[int, ...]]:
+    """Each generation's kept champions under ``hill``: ``picks[g][t]`` is the generation whose
+    team-``t`` champion is kept after generation ``g``."""
+    T = len(arena.teams)
+    played: dict[tuple[Any, ...], list[float]] = {}
+
+    def returns(seats: tuple[Any, ...]) -> list[float]:
+        """Each team's mean return, seat u played by generation seats[u]'s champion (or the
+        heuristic: "h")."""
+        if seats not in played:
+            lineup = [heuristic if x == "h" else arc[x] for x in seats]
+            played[seats] = [float(r.mean()) for r in arena.play(lineup)]
+        return played[seats]
+
+    def score(x: int, t: int, g: int) -> float:
+        """Team t's mean return over the bench of generation g, its seat played by the
+        generation-x champion: the other teams played by generation g's champions, then by
+        the heuristic."""
+        bench = [g] + (["h"] if heuristic is not None else [])
+        out = []
+        for o in bench:
+            seats: list[Any] = [o] * T
+            seats[t] = x
+            out.append(returns(tuple(seats))[t])
+        return float(np.mean(out))
+
+    kept = [0] * T
+    picks = [tuple(kept)]
+    for g in range(1, last + 1):
+        # every team decides against generation g's champions, whatever the others keep
+        kept = [g if score(g, t, g) >= score(kept[t], t, g) else kept[t] for t in range(T)]
+        picks.append(tuple(kept))
+    return picks
+
+
+def evaluate(arc: Archive, picks: list[tuple[int, ...]], marks: dict[int, int], arena: Arena,
+             refs: dict[str, Any]) -> list[dict[str, Any]]:
+    """A rule's final champions against the references and its own earlier champions."""
+    T, last = len(arena.teams), len(picks) - 1
+    final = [arc[picks[last][t]] for t in range(T)]
+    lineups: dict[str, list[Any]] = {k: [p] * T for k, p in refs.items()}
+    for pct, g in marks.items():
+        lineups[f"gen {pct}%"] = [arc[picks[g][t]] for t in range(T)]
+    rows = []
+    for name, lineup in lineups.items():
+        for t, (team, _) in enumerate(arena.teams):
+            bar = arena.play(lineup)[t]
+            seats = list(lineup)
+            seats[t] = final[t]
+            d = arena.play(seats)[t] - bar
+            half = 1.96 * float(d.std(ddof=1)) / np.sqrt(len(d))
+            rows.append({"team": team, "reference": name, "diff": float(d.mean()),
+                         "half": half, "gen": picks[last][t]})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--env", default="simple_tag")
+    ap.add_argument("--mode", default="updates_shaped", help="competitive.py's teams mode")
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--archive", required=True,
+                    help="competitive.py --out directories, in the order they are read")
+    ap.add_argument("--last", type=int, required=True, help="the run's last generation")
+    ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
+    args = ap.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    marks = {round(100 * f): round(f * args.last) for f in MARKS}
+    from evohpo.hill import bench_seed
+    from evohpo.playback import run_config
+    from evohpo.references import heuristic_available
+
+    per_seed: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    h2h: dict[int, list[float]] = {}
+    for s in seeds:
+        dirs = [run_dir(Path(o), args.env, args.mode, s) for o in args.archive.split(",")]
+        cfg = run_config(next(d for d in dirs if (d / "config.yaml").is_file()))
+        if cfg.population.past_opponents:
+            raise SystemExit(f"seed {s}: population.past_opponents is "
+                             f"{cfg.population.past_opponents}; the champions train against "
+                             "each other there, so another rule changes the run")
+        arc = Archive(dirs, args.last)
+        d0 = arc.paths[0][1]
+        select = Arena(d0, cfg.eval.champion_episodes, bench_seed(cfg.seed))
+        heur = select.reference("heuristic") if heuristic_available(args.env) else None
+        picks = {"current": [(g,) * len(select.teams) for g in range(args.last + 1)],
+                 "hill": hill(arc, args.last, select, heur)}
+        arena = Arena(d0, args.episodes, 10**6 + s)
+        refs = {"random": arena.reference("random")}
+        if heur is not None:
+            refs["heuristic"] = arena.reference("heuristic")
+        per_seed[s] = {r: evaluate(arc, picks[r], marks, arena, refs) for r in RULES}
+        a = [arc[picks["hill"][-1][t]] for t in range(len(arena.teams))]
+        b = [arc[picks["current"][-1][t]] for t in range(len(arena.teams))]
+        h2h[s] = []
+        for t in range(len(arena.teams)):
+            deltas = []
+            for opp in (a, b):
+                mine, theirs = list(opp), list(opp)
+                mine[t], theirs[t] = a[t], b[t]
+                deltas.append(float(arena.play(mine)[t].mean() - arena.play(theirs)[t].mean()))
+            h2h[s].append(float(np.mean(deltas)))
+        kept = {g: picks["hill"][g] for g in marks.values()}
+        print(f"seed {s}: hill keeps, by team, the champions of generations "
+              + ", ".join(f"{kept[g]} at {g}" for g in sorted(kept))
+              + f"; {picks['hill'][-1]} at the end (current: generation {args.last})",
+              flush=True)
+
+    teams = [r["team"] for r in per_seed[seeds[0]]["current"] if r["reference"] == "random"]
+    names = list(dict.fromkeys(r["reference"] for r in per_seed[seeds[0]]["current"]))
+    print(f"\n{args.env}, {args.mode}, generations 0-{args.last}; champion minus reference, "
+          f"{args.episodes} episodes per pairing, per seed (seeds {args.seeds}); each rule "
+          "against its own earlier champions\n")
+    print("| team | reference | " + " | ".join(f"{r} per seed | {r} mean" for r in RULES) + " |")
+    print("|---|---|" + "---|---|" * len(RULES))
+    for team in teams:
+        for name in names:
+            cells = []
+            for r in RULES:
+                row = [next(x for x in per_seed[s][r] if x["team"] == team
+                            and x["reference"] == name) for s in seeds]
+                cells.append(", ".join(f"{x['diff']:+.1f}" + ("" if abs(x["diff"]) > x["half"]
+                                                              else "~") for x in row))
+                d = np.array([x["diff"] for x in row])
+                cells.append(interval(d) if len(d) > 1 else f"{d[0]:+.2f}")
+            print(f"| {team} | {name} | " + " | ".join(cells) + " |")
+    print("\n(~: within noise, the pairing's 95% interval crosses zero)\n")
+    print("Head to head, hill's final champion minus current's in each seat, against both "
+          "rules' other team:\n")
+    for t, team in enumerate(teams):
+        d = np.array([h2h[s][t] for s in seeds])
+        print(f"- {team}: " + ", ".join(f"{x:+.2f}" for x in d)
+              + (f": {interval(d)}" if len(d) > 1 else ""))
+
+
+if __name__ == "__main__":
+    main()
