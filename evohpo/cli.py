@@ -42,8 +42,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     s = result.summary
     best = (f"final best fitness {s['best_fitness']:.2f} (member {s['best_member']}), best ever "
             f"{s['best_ever']:.2f}" if "teams" not in s else "champions: " + ", ".join(
-                f"{team} {c['fitness']:.2f} (member {c['champion']})"
-                for team, c in s["teams"].items()))
+                f"{team} {c['fitness']:.2f} (member {c['champion']}"
+                + (f"; kept: member {c['kept']} of generation {c['kept_generation']})"
+                   if "kept" in c else ")") for team, c in s["teams"].items()))
     print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps in "
           f"{s['wall_s']:.0f}s; {best}; run in {result.run_dir}")
     return 0

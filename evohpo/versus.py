@@ -295,22 +295,19 @@ class League:
             e = self.cfg.env
             self.refs = fixed_references(self.spec, e.name, e.kwargs, self.ref_seed)
         out: dict[str, float] = {}
+        pool = self.ref_pool
         opponents: dict[str, list[Policy]] = {k: [p] * len(self.teams)
                                               for k, p in self.refs.items()}
         opponents["first"] = list(self.first)
         for name, ref in opponents.items():
             for t, (team, _) in enumerate(self.teams):
                 key = f"vs/{team}/{name}"
-                out[key] = self.team_return(champs[t], t, ref)
+                out[key] = seat_return(champs[t], t, ref, self.teams, pool, self.ref_seed)
                 if key not in self.baseline:  # constant: computed once
-                    self.baseline[key] = self.team_return(ref[t], t, ref)
+                    self.baseline[key] = seat_return(ref[t], t, ref, self.teams, pool,
+                                                     self.ref_seed)
                 out[key + "/ref"] = self.baseline[key]
         return out
-
-    def team_return(self, policy: Policy, t: int, others: list[Policy]) -> float:
-        """Team ``t``'s mean return with ``policy`` in its seat and ``others[u]`` in seat u."""
-        assert self.ref_pool is not None
-        return seat_return(policy, t, others, self.teams, self.ref_pool, self.ref_seed)
 
     # ----------------------------------------------------------------------------- records
     def window_metrics(self, members: list[Member], scores: list[Score], generation: int,
@@ -341,9 +338,13 @@ class League:
         return m
 
     def summary(self, m: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """Each team's champion and its fitness, from a generation's metrics."""
+        """Each team's champion and its fitness, from a generation's metrics (hill: and the kept
+        champion, with the generation it is from)."""
         return {team: {"champion": m[f"team/{team}/champion"],
-                       "fitness": m[f"team/{team}/best_fitness"]} for team, _ in self.teams}
+                       "fitness": m[f"team/{team}/best_fitness"],
+                       **({"kept": m[f"team/{team}/kept"],
+                           "kept_generation": m[f"team/{team}/kept_generation"]}
+                          if self.hill else {})} for team, _ in self.teams}
 
     def record(self, members: list[Member], scores: list[Score]) -> dict[str, Any]:
         """What checkpoints/best.pt says of the champions."""
@@ -393,8 +394,6 @@ class League:
             self.hill.load_state_dict(meta, tensors, device)
 
     def close(self) -> None:
-        self.pool.close()
-        if self.ref_pool is not None:
-            self.ref_pool.close()
-        if self.hill:
-            self.hill.close()
+        for owner in (self.pool, self.ref_pool, self.hill):
+            if owner is not None:
+                owner.close()

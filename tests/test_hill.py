@@ -9,9 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from evohpo import checkpoint, hill
+from evohpo import config as C
 from evohpo.algos import Algorithm
+from evohpo.cli import main
 from evohpo.envs import spec_for
 from evohpo.play import playing_teams
 from evohpo.trainer import Trainer
@@ -122,3 +125,15 @@ def test_hill_changes_what_a_run_hands_over_and_nothing_else(tmp_path: Path) -> 
         for a in agents:
             for name, v in k.actors[a].state_dict().items():
                 assert torch.equal(tensors["algo"]["actors"][a][name], v)
+
+
+def test_train_names_each_teams_kept_champion(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**HILL))))
+    assert main(["train", "--config", str(tmp_path / "tag.yaml"), "--quiet", "--run-dir",
+                 str(tmp_path / "run")]) == 0
+    done = capsys.readouterr().out.splitlines()[-1]
+    meta, _ = checkpoint.load(tmp_path / "run" / "checkpoints" / "best.pt")
+    for team in TEAMS:
+        rec = meta["member"]["teams"][team]
+        assert f"kept: member {rec['id']} of generation {rec['generation']})" in done
