@@ -16,7 +16,7 @@ from evohpo import config as C
 from evohpo.algos import Algorithm
 from evohpo.cli import main
 from evohpo.envs import spec_for
-from evohpo.play import playing_teams
+from evohpo.play import Teams, playing_teams
 from evohpo.trainer import Trainer
 from tests.test_competitive import TEAMS, run, tag_cfg
 from tests.test_trainer import read_jsonl, strip_time
@@ -30,14 +30,17 @@ def actors_equal(a: Algorithm, b: Algorithm, agents: tuple[str, ...]) -> bool:
                                b.actors[ag].state_dict().values(), strict=True))
 
 
-def test_a_newcomer_replaces_the_kept_champion_only_when_at_least_as_good_on_the_bench(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    cfg = tag_cfg(**HILL)
+def hill_of(cfg: C.Config) -> tuple[hill.Hill, Teams, Trainer]:
+    """A Hill on ``cfg``'s teams and a trainer holding members to offer it."""
     spec = spec_for(cfg.env)
     teams = playing_teams(cfg, spec)
     assert teams is not None
-    keeper = hill.Hill(cfg, spec, teams)
-    t = Trainer(cfg)
+    return hill.Hill(cfg, spec, teams), teams, Trainer(cfg)
+
+
+def test_a_newcomer_replaces_the_kept_champion_only_when_at_least_as_good_on_the_bench(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    keeper, teams, t = hill_of(tag_cfg(**HILL))
     candidates = [m.algo for m in t.members[:3]]
     # each generation's champions' bench score per team; the kept one scores its own generation's
     strength = {0: (5.0, 5.0), 1: (4.0, 6.0), 2: (5.0, 6.0)}
@@ -78,12 +81,7 @@ def test_a_newcomer_replaces_the_kept_champion_only_when_at_least_as_good_on_the
 def test_the_bench_scores_are_team_returns_on_the_same_episodes() -> None:
     """Unpatched: a policy against itself scores what the bench's match gives it, so the kept
     champion and a newcomer that is the same network tie (and the newcomer is kept)."""
-    cfg = tag_cfg(**HILL)
-    spec = spec_for(cfg.env)
-    teams = playing_teams(cfg, spec)
-    assert teams is not None
-    keeper = hill.Hill(cfg, spec, teams)
-    t = Trainer(cfg)
+    keeper, teams, t = hill_of(tag_cfg(**HILL))
     a = t.members[0].algo
     keeper.offer(a, {team: {"id": 1} for team, _ in teams}, 0)
     keeper.offer(a.clone(0), {team: {"id": 2} for team, _ in teams}, 1)
