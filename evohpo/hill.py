@@ -24,26 +24,13 @@ from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config
 from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
-from evohpo.play import Lineup, Policy, Teams, episode_returns, episode_totals, eval_pool
+from evohpo.play import Policy, Teams, eval_pool, seat_return
 from evohpo.references import heuristic_available, reference_policy
 
 
 def bench_seed(seed: int) -> int:
     """The seed of the bench's episodes, the same every generation, from the run's seed."""
     return int(np.random.SeedSequence([seed, 11]).generate_state(1)[0])
-
-
-def seat_return(policy: Policy, t: int, others: list[Policy], teams: Teams, pool: VectorPool,
-                seed: int) -> float:
-    """Team ``t``'s mean return with ``policy`` in its seat and ``others[u]`` in seat ``u``, on
-    the episodes of ``seed``."""
-    for p in (policy, *others):  # a random reference plays the same actions every time
-        reset = getattr(p, "reset", None)
-        if reset is not None:
-            reset(seed)
-    lineup: Lineup = [(policy if u == t else others[u], agents)
-                      for u, (_, agents) in enumerate(teams)]
-    return float(episode_totals(episode_returns(lineup, pool, seed), teams[t][1]).mean())
 
 
 def combined(algos: list[Algorithm], teams: Teams) -> Algorithm:
@@ -66,30 +53,29 @@ class Hill:
                           if heuristic_available(e.name) else None)
         self.kept: list[Algorithm] = []          # per team: plays that team's seat
         self.records: list[dict[str, Any]] = []  # per team: what best.pt says of it
-        self.scores: dict[str, float] = {}       # the last generation's bench scores
+        self.scores: dict[str, float] = {}       # the last offer's bench scores
 
     def offer(self, candidate: Algorithm, records: dict[str, dict[str, Any]],
               generation: int) -> None:
         """The generation's champions (one algorithm, every team's agents played by that
-        team's) against the kept ones; ``records``: what best.pt says of each."""
+        team's) against the kept ones; ``records``: what best.pt says of each. A team that
+        takes it keeps ``candidate`` itself: nothing may change it afterwards."""
         fresh = [{**records[team], "generation": generation} for team, _ in self.teams]
         if not self.kept:
-            self.kept = [candidate.clone(0)] * len(self.teams)
+            self.kept = [candidate] * len(self.teams)
             self.records = fresh
             return
         if self.pool is None:
             self.pool = eval_pool(self.cfg, self.spec, self.cfg.eval.champion_episodes)
         T = len(self.teams)
         bench: list[Policy] = [candidate] + ([self.heuristic] if self.heuristic else [])
-        copy: Algorithm | None = None
         for t, (team, _) in enumerate(self.teams):
             new, old = ([seat_return(p, t, [b] * T, self.teams, self.pool, self.seed)
                          for b in bench] for p in (candidate, self.kept[t]))
             self.scores[f"team/{team}/hill/new"] = float(np.mean(new))
             self.scores[f"team/{team}/hill/kept"] = float(np.mean(old))
             if np.mean(new) >= np.mean(old):  # every team against this generation's bench
-                copy = copy or candidate.clone(0)
-                self.kept[t], self.records[t] = copy, fresh[t]
+                self.kept[t], self.records[t] = candidate, fresh[t]
 
     def record(self) -> dict[str, Any]:
         teams = {team: r for (team, _), r in zip(self.teams, self.records, strict=True)}
@@ -109,7 +95,7 @@ class Hill:
     def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:
         if not self.kept:
             return {}, {}
-        return ({"hill": {"records": self.records, "scores": self.scores}},
+        return ({"hill": {"records": self.records}},
                 {"hill_kept": [a.state_dict() for a in self.kept]})
 
     def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any], device: Any) -> None:
@@ -117,7 +103,6 @@ class Hill:
             self.kept = [restore_algo(self.cfg, self.spec, st, device)
                          for st in tensors["hill_kept"]]
             self.records = list(meta["hill"]["records"])
-            self.scores = dict(meta["hill"].get("scores", {}))
 
     def close(self) -> None:
         if self.pool is not None:

@@ -189,6 +189,19 @@ def episode_returns(lineup: Lineup | Policy, pool: VectorPool, seed: int,
                    "(set max_cycles in env.kwargs)")
 
 
+def seat_return(policy: Policy, t: int, others: list[Policy], teams: Teams, pool: VectorPool,
+                seed: int) -> float:
+    """Team ``t``'s mean return with ``policy`` in its seat and ``others[u]`` in seat ``u``, on
+    the episodes of ``seed``."""
+    for p in (policy, *others):  # a random reference plays the same actions every time
+        reset = getattr(p, "reset", None)
+        if reset is not None:
+            reset(seed)
+    lineup: Lineup = [(policy if u == t else others[u], agents)
+                      for u, (_, agents) in enumerate(teams)]
+    return float(episode_totals(episode_returns(lineup, pool, seed), teams[t][1]).mean())
+
+
 def score(policy: Lineup | Policy, pool: VectorPool, seed: int, agents: Sequence[str]) -> Score:
     """Fitness of ``policy`` on one episode per env of ``pool``, from episode seeds of ``seed``."""
     return Score.of(episode_returns(policy, pool, seed), agents)

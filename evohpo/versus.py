@@ -36,14 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from evohpo import league
+from evohpo import league, play
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config, EvolutionConfig, MutationConfig
 from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError
 from evohpo.evolution import MutationRecord, Offspring, next_generation
-from evohpo.hill import Hill, combined, seat_return
+from evohpo.hill import Hill, combined
 from evohpo.play import Lineup, Policy, Score, Teams, episode_returns, episode_totals, eval_pool
 from evohpo.population import Member
 from evohpo.references import fixed_references, heuristic_policy
@@ -302,10 +302,10 @@ class League:
         for name, ref in opponents.items():
             for t, (team, _) in enumerate(self.teams):
                 key = f"vs/{team}/{name}"
-                out[key] = seat_return(champs[t], t, ref, self.teams, pool, self.ref_seed)
+                out[key] = play.seat_return(champs[t], t, ref, self.teams, pool, self.ref_seed)
                 if key not in self.baseline:  # constant: computed once
-                    self.baseline[key] = seat_return(ref[t], t, ref, self.teams, pool,
-                                                     self.ref_seed)
+                    self.baseline[key] = play.seat_return(ref[t], t, ref, self.teams, pool,
+                                                          self.ref_seed)
                 out[key + "/ref"] = self.baseline[key]
         return out
 
