@@ -67,38 +67,27 @@ class Archive:
         return self.loaded[g]
 
 
-def hill(arc: Archive, last: int, arena: Arena, heuristic: Any | None) -> list[tuple[int, ...]]:
-    """Each generation's kept champions under ``hill``: ``picks[g][t]`` is the generation whose
-    team-``t`` champion is kept after generation ``g``."""
-    T = len(arena.teams)
-    played: dict[tuple[Any, ...], list[float]] = {}
+def hill(arc: Archive, last: int, d: Path) -> list[tuple[int, ...]]:
+    """Each generation's kept champions under ``hill``, as :class:`evohpo.hill.Hill` keeps them
+    in a run of ``d``'s config: ``picks[g][t]`` is the generation whose team-``t`` champion is
+    kept after generation ``g``."""
+    from evohpo.envs import spec_for
+    from evohpo.hill import Hill
+    from evohpo.play import playing_teams
+    from evohpo.playback import run_config
 
-    def returns(seats: tuple[Any, ...]) -> list[float]:
-        """Each team's mean return, seat u played by generation seats[u]'s champion (or the
-        heuristic: "h")."""
-        if seats not in played:
-            lineup = [heuristic if x == "h" else arc[x] for x in seats]
-            played[seats] = [float(r.mean()) for r in arena.play(lineup)]
-        return played[seats]
-
-    def score(x: int, t: int, g: int) -> float:
-        """Team t's mean return over the bench of generation g, its seat played by the
-        generation-x champion: the other teams played by generation g's champions, then by
-        the heuristic."""
-        bench = [g] + (["h"] if heuristic is not None else [])
-        out = []
-        for o in bench:
-            seats: list[Any] = [o] * T
-            seats[t] = x
-            out.append(returns(tuple(seats))[t])
-        return float(np.mean(out))
-
-    kept = [0] * T
-    picks = [tuple(kept)]
-    for g in range(1, last + 1):
-        # every team decides against generation g's champions, whatever the others keep
-        kept = [g if score(g, t, g) >= score(kept[t], t, g) else kept[t] for t in range(T)]
-        picks.append(tuple(kept))
+    cfg = run_config(d)
+    spec = spec_for(cfg.env)
+    teams = playing_teams(cfg, spec)
+    assert teams is not None
+    keeper = Hill(cfg, spec, teams)
+    picks = []
+    try:
+        for g in range(last + 1):
+            keeper.offer(arc[g], {team: {"id": g} for team, _ in teams}, g)
+            picks.append(tuple(r["generation"] for r in keeper.records))
+    finally:
+        keeper.close()
     return picks
 
 
@@ -112,8 +101,9 @@ def evaluate(arc: Archive, picks: list[tuple[int, ...]], marks: dict[int, int], 
         lineups[f"gen {pct}%"] = [arc[picks[g][t]] for t in range(T)]
     rows = []
     for name, lineup in lineups.items():
+        bars = arena.play(lineup)  # the reference in every seat: each team's bar at once
         for t, (team, _) in enumerate(arena.teams):
-            bar = arena.play(lineup)[t]
+            bar = bars[t]
             seats = list(lineup)
             seats[t] = final[t]
             d = arena.play(seats)[t] - bar
@@ -136,7 +126,6 @@ def main() -> None:
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     marks = {round(100 * f): round(f * args.last) for f in MARKS}
-    from evohpo.hill import bench_seed
     from evohpo.playback import run_config
     from evohpo.references import heuristic_available
 
@@ -151,13 +140,11 @@ def main() -> None:
                              "each other there, so another rule changes the run")
         arc = Archive(dirs, args.last)
         d0 = arc.paths[0][1]
-        select = Arena(d0, cfg.eval.champion_episodes, bench_seed(cfg.seed))
-        heur = select.reference("heuristic") if heuristic_available(args.env) else None
-        picks = {"current": [(g,) * len(select.teams) for g in range(args.last + 1)],
-                 "hill": hill(arc, args.last, select, heur)}
         arena = Arena(d0, args.episodes, 10**6 + s)
+        picks = {"current": [(g,) * len(arena.teams) for g in range(args.last + 1)],
+                 "hill": hill(arc, args.last, d0)}
         refs = {"random": arena.reference("random")}
-        if heur is not None:
+        if heuristic_available(args.env):
             refs["heuristic"] = arena.reference("heuristic")
         per_seed[s] = {r: evaluate(arc, picks[r], marks, arena, refs) for r in RULES}
         a = [arc[picks["hill"][-1][t]] for t in range(len(arena.teams))]
