@@ -27,7 +27,10 @@ Then, as competitive.py does and on its episodes (``--episodes`` fresh ones, see
 10**6 + run seed), each rule's final champions play each seat against the random policy, the
 heuristic and that rule's own champions of 0, 25 and 50% of the run, paired with the
 reference's own return in the seat; and the two rules' final champions meet head to head
-(hill's policy minus current's in each seat, against both rules' other team).
+(hill's policy minus current's in each seat, against both rules' other team). With ``--versus
+OUT:MODE`` each rule's final champions also meet, the same way, the last champion of another
+competitive.py run of the seed (the all-agent sum's, ``updates_shaped_joint``, for the issue's
+head to head).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from competitive import MARKS, Arena, generation, interval, load, run_dir
+from competitive import MARKS, Arena, generation, interval, load, paired_half, run_dir
 
 RULES = ("current", "hill")
 
@@ -107,10 +110,24 @@ def evaluate(arc: Archive, picks: list[tuple[int, ...]], marks: dict[int, int], 
             seats = list(lineup)
             seats[t] = final[t]
             d = arena.play(seats)[t] - bar
-            half = 1.96 * float(d.std(ddof=1)) / np.sqrt(len(d))
+            half = paired_half(d)
             rows.append({"team": team, "reference": name, "diff": float(d.mean()),
                          "half": half, "gen": picks[last][t]})
     return rows
+
+
+def meet(arena: Arena, a: list[Any], b: list[Any]) -> list[float]:
+    """Per seat ``t``: ``a[t]``'s mean return minus ``b[t]``'s, each in seat ``t`` against the
+    other seats of ``a`` and then of ``b``, averaged over the two."""
+    out = []
+    for t in range(len(arena.teams)):
+        deltas = []
+        for opp in (a, b):
+            mine, theirs = list(opp), list(opp)
+            mine[t], theirs[t] = a[t], b[t]
+            deltas.append(float(arena.play(mine)[t].mean() - arena.play(theirs)[t].mean()))
+        out.append(float(np.mean(deltas)))
+    return out
 
 
 def main() -> None:
@@ -123,6 +140,9 @@ def main() -> None:
                     help="competitive.py --out directories, in the order they are read")
     ap.add_argument("--last", type=int, required=True, help="the run's last generation")
     ap.add_argument("--episodes", type=int, default=200, help="fresh episodes per pairing")
+    ap.add_argument("--versus", metavar="OUT:MODE",
+                    help="also meet, head to head, the last champion of this competitive.py "
+                         "run of each seed (e.g. runs/competitive2M_tag:updates_shaped_joint)")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     marks = {round(100 * f): round(f * args.last) for f in MARKS}
@@ -131,6 +151,7 @@ def main() -> None:
 
     per_seed: dict[int, dict[str, list[dict[str, Any]]]] = {}
     h2h: dict[int, list[float]] = {}
+    versus: dict[tuple[str, int], list[float]] = {}
     for s in seeds:
         dirs = [run_dir(Path(o), args.env, args.mode, s) for o in args.archive.split(",")]
         cfg = run_config(next(d for d in dirs if (d / "config.yaml").is_file()))
@@ -149,14 +170,13 @@ def main() -> None:
         per_seed[s] = {r: evaluate(arc, picks[r], marks, arena, refs) for r in RULES}
         a = [arc[picks["hill"][-1][t]] for t in range(len(arena.teams))]
         b = [arc[picks["current"][-1][t]] for t in range(len(arena.teams))]
-        h2h[s] = []
-        for t in range(len(arena.teams)):
-            deltas = []
-            for opp in (a, b):
-                mine, theirs = list(opp), list(opp)
-                mine[t], theirs[t] = a[t], b[t]
-                deltas.append(float(arena.play(mine)[t].mean() - arena.play(theirs)[t].mean()))
-            h2h[s].append(float(np.mean(deltas)))
+        h2h[s] = meet(arena, a, b)
+        if args.versus:
+            out, mode = args.versus.rsplit(":", 1)
+            dv = run_dir(Path(out), args.env, mode, s)
+            other = [load(dv / "checkpoints" / "best.pt", dv)] * len(arena.teams)
+            for r, final in (("hill", a), ("current", b)):
+                versus[r, s] = meet(arena, final, other)
         kept = {g: picks["hill"][g] for g in marks.values()}
         print(f"seed {s}: hill keeps, by team, the champions of generations "
               + ", ".join(f"{kept[g]} at {g}" for g in sorted(kept))
@@ -188,6 +208,14 @@ def main() -> None:
         d = np.array([h2h[s][t] for s in seeds])
         print(f"- {team}: " + ", ".join(f"{x:+.2f}" for x in d)
               + (f": {interval(d)}" if len(d) > 1 else ""))
+    if args.versus:
+        print(f"\nHead to head against {args.versus}'s last champion, each rule's final "
+              "champion minus it in each seat, against both runs' other team:\n")
+        for r in RULES:
+            for t, team in enumerate(teams):
+                d = np.array([versus[r, s][t] for s in seeds])
+                print(f"- {r}, {team}: " + ", ".join(f"{x:+.2f}" for x in d)
+                      + (f": {interval(d)}" if len(d) > 1 else ""))
 
 
 if __name__ == "__main__":

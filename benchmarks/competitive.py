@@ -355,15 +355,9 @@ class Arena:
 
     def play(self, seats: list[Any]) -> list[np.ndarray]:
         """Each team's per-episode return, team ``t`` played by ``seats[t]``."""
-        from evohpo.play import episode_returns, episode_totals
+        from evohpo.play import team_returns
 
-        for p in seats:
-            reset = getattr(p, "reset", None)
-            if reset is not None:
-                reset(self.seed)
-        lineup = [(p, agents) for p, (_, agents) in zip(seats, self.teams, strict=True)]
-        returns = episode_returns(lineup, self.pool, self.seed)
-        return [episode_totals(returns, agents) for _, agents in self.teams]
+        return team_returns(seats, self.teams, self.pool, self.seed)
 
     def seat(self, policy: Any, t: int, opponent: Any) -> np.ndarray:
         """Team ``t``'s per-episode return, played by ``policy``, every other team by
@@ -404,7 +398,7 @@ def against_references(out: Path, env: str, seed: int, episodes: int,
         for t, (team, _) in enumerate(arena.teams):
             bar, got = arena.seat(ref, t, ref), arena.seat(champ, t, ref)
             d = got - bar  # the same episodes (one seed): a paired difference
-            half = 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d))
+            half = paired_half(d)
             rows.append({"env": env, "seed": seed, "mode": mode, "team": team, "reference": name,
                          "champion": float(got.mean()), "champion_sd": float(got.std()),
                          "bar": float(bar.mean()), "bar_sd": float(bar.std()),
@@ -558,6 +552,11 @@ def main() -> None:
                 print(f"| {team} | {', '.join(f'{x:+.2f}' for x in delta)} | {interval(delta)} | "
                       + " | ".join(interval(np.array([r[f"vs_{m}_opponent"] for r in mine]))
                                    for m in (a, b)) + " |")
+
+
+def paired_half(d: np.ndarray) -> float:
+    """Half-width of the 95% interval of a mean over many episodes' paired differences."""
+    return 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d))
 
 
 def interval(d: np.ndarray) -> str:

@@ -189,17 +189,24 @@ def episode_returns(lineup: Lineup | Policy, pool: VectorPool, seed: int,
                    "(set max_cycles in env.kwargs)")
 
 
+def team_returns(seats: Sequence[Policy], teams: Sequence[tuple[str, Sequence[str]]],
+                 pool: VectorPool, seed: int) -> list[np.ndarray]:
+    """Each team's return per episode of ``seed``, team ``u`` played by ``seats[u]``."""
+    for p in seats:  # a random reference plays the same actions every time
+        reset = getattr(p, "reset", None)
+        if reset is not None:
+            reset(seed)
+    lineup: Lineup = [(p, agents) for p, (_, agents) in zip(seats, teams, strict=True)]
+    returns = episode_returns(lineup, pool, seed)
+    return [episode_totals(returns, agents) for _, agents in teams]
+
+
 def seat_return(policy: Policy, t: int, others: list[Policy], teams: Teams, pool: VectorPool,
                 seed: int) -> float:
     """Team ``t``'s mean return with ``policy`` in its seat and ``others[u]`` in seat ``u``, on
     the episodes of ``seed``."""
-    for p in (policy, *others):  # a random reference plays the same actions every time
-        reset = getattr(p, "reset", None)
-        if reset is not None:
-            reset(seed)
-    lineup: Lineup = [(policy if u == t else others[u], agents)
-                      for u, (_, agents) in enumerate(teams)]
-    return float(episode_totals(episode_returns(lineup, pool, seed), teams[t][1]).mean())
+    seats = [policy if u == t else p for u, p in enumerate(others)]
+    return float(team_returns(seats, teams, pool, seed)[t].mean())
 
 
 def score(policy: Lineup | Policy, pool: VectorPool, seed: int, agents: Sequence[str]) -> Score:
