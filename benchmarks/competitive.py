@@ -26,8 +26,8 @@ on ``--episodes`` fresh episodes per pairing (seed 10**6 + run seed):
    alone): above zero, the team-evolved policy plays its seat better. Mean over seeds with a
    95% t interval. Every other mode (``--modes``; each is a few config overrides on top of the
    preset, in ``MODES`` below, with what it changes) meets the runs it changes the same way
-   (``PAIRS``), and its champions' table against the references is paired with the run it
-   changes (``BASES``).
+   (``PAIRS``), and its champions' table against the fixed references (random play, the
+   heuristic) is paired with the run it changes (``BASES``).
 ``--at 50`` plays, instead of each run's last champions, those it kept half-way (against the
 earlier ones), training nothing: the runs of twice the budget at half of it. Finished runs are
 kept and skipped when run again; a run stopped part way goes on from its last
@@ -534,6 +534,8 @@ def main() -> None:
             teams = {(r["seed"], r["team"], r["reference"]): r["champion"] for r in refs[base]}
             diffs: dict[tuple[str, str], list[float]] = {}
             for r in refs[alt]:
+                if r["reference"].startswith("gen "):
+                    continue  # each run's own earlier champions: not the same opponents
                 if (key := (r["seed"], r["team"], r["reference"])) in teams:
                     diffs.setdefault(key[1:], []).append(r["champion"] - teams[key])
             for (team, ref), d in diffs.items():
