@@ -95,6 +95,7 @@ def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) ->
     (1, False, {}), (2, False, {}), (2, True, {}),
     (1, False, {"algo": {"team_gradient_steps": {"adversaries": 3}},
                 "population": {"team_opponent_actions": {"good": "learned"}}}),
+    (2, False, {"eval": {"champion": "hill", "champion_episodes": 4}}),
 ])
 def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
                                                  past: bool, over: dict[str, Any]) -> None:
@@ -103,7 +104,8 @@ def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
     # past: half of each slot's envs play champions of earlier generations, sent to the actors,
     # or the scripted heuristic, which each actor builds for itself; team_gradient_steps: one
     # actor, which learns, each team at its own gradient steps per learn and with its own
-    # critic targets (the prey from its own model of the predators)
+    # critic targets (the prey from its own model of the predators); hill: the driver keeps
+    # the champions (eval.champion), from the members the actors send back
     from tests.test_competitive import MIXED, TAG
 
     cfg = C.load([TINY, TAG, {"steps": 96, "distributed": {"backend": "ray",
@@ -117,6 +119,7 @@ def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
     league = read_jsonl(tmp_path / "local" / "league.jsonl")
     assert read_jsonl(tmp_path / "ray" / "league.jsonl") == league
     assert any(r.get("past_opponents") for r in league) == past
+    assert ("team/good/kept_generation" in m_ray[-1]) == ("eval" in over)
 
 
 def keys(rows: list[dict]) -> list[set[str]]:
