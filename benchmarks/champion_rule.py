@@ -152,6 +152,12 @@ def main() -> None:
     per_seed: dict[int, dict[str, list[dict[str, Any]]]] = {}
     h2h: dict[int, list[float]] = {}
     versus: dict[tuple[str, int], list[float]] = {}
+    if args.versus:  # before anything is played
+        out, mode = args.versus.rsplit(":", 1)
+        for s in seeds:
+            best = run_dir(Path(out), args.env, mode, s) / "checkpoints" / "best.pt"
+            if not best.is_file():
+                raise SystemExit(f"--versus: no champion {best}")
     for s in seeds:
         dirs = [run_dir(Path(o), args.env, args.mode, s) for o in args.archive.split(",")]
         cfg = run_config(next(d for d in dirs if (d / "config.yaml").is_file()))
@@ -172,7 +178,6 @@ def main() -> None:
         b = [arc[picks["current"][-1][t]] for t in range(len(arena.teams))]
         h2h[s] = meet(arena, a, b)
         if args.versus:
-            out, mode = args.versus.rsplit(":", 1)
             dv = run_dir(Path(out), args.env, mode, s)
             other = [load(dv / "checkpoints" / "best.pt", dv)] * len(arena.teams)
             for r, final in (("hill", a), ("current", b)):
