@@ -104,30 +104,11 @@ def evaluate(arc: Archive, picks: list[tuple[int, ...]], marks: dict[int, int], 
         lineups[f"gen {pct}%"] = [arc[picks[g][t]] for t in range(T)]
     rows = []
     for name, lineup in lineups.items():
-        bars = arena.play(lineup)  # the reference in every seat: each team's bar at once
-        for t, (team, _) in enumerate(arena.teams):
-            bar = bars[t]
-            seats = list(lineup)
-            seats[t] = final[t]
-            d = arena.play(seats)[t] - bar
-            half = paired_half(d)
-            rows.append({"team": team, "reference": name, "diff": float(d.mean()),
-                         "half": half, "gen": picks[last][t]})
+        for t, (got, bar) in enumerate(arena.against(final, lineup)):
+            d = got - bar
+            rows.append({"team": arena.teams[t][0], "reference": name, "diff": float(d.mean()),
+                         "half": paired_half(d), "gen": picks[last][t]})
     return rows
-
-
-def meet(arena: Arena, a: list[Any], b: list[Any]) -> list[float]:
-    """Per seat ``t``: ``a[t]``'s mean return minus ``b[t]``'s, each in seat ``t`` against the
-    other seats of ``a`` and then of ``b``, averaged over the two."""
-    out = []
-    for t in range(len(arena.teams)):
-        deltas = []
-        for opp in (a, b):
-            mine, theirs = list(opp), list(opp)
-            mine[t], theirs[t] = a[t], b[t]
-            deltas.append(float(arena.play(mine)[t].mean() - arena.play(theirs)[t].mean()))
-        out.append(float(np.mean(deltas)))
-    return out
 
 
 def main() -> None:
@@ -176,12 +157,12 @@ def main() -> None:
         per_seed[s] = {r: evaluate(arc, picks[r], marks, arena, refs) for r in RULES}
         a = [arc[picks["hill"][-1][t]] for t in range(len(arena.teams))]
         b = [arc[picks["current"][-1][t]] for t in range(len(arena.teams))]
-        h2h[s] = meet(arena, a, b)
+        h2h[s] = [float(np.mean(d)) for d in arena.meet(a, b)]
         if args.versus:
             dv = run_dir(Path(out), args.env, mode, s)
             other = [load(dv / "checkpoints" / "best.pt", dv)] * len(arena.teams)
             for r, final in (("hill", a), ("current", b)):
-                versus[r, s] = meet(arena, final, other)
+                versus[r, s] = [float(np.mean(d)) for d in arena.meet(final, other)]
         kept = {g: picks["hill"][g] for g in marks.values()}
         print(f"seed {s}: hill keeps, by team, the champions of generations "
               + ", ".join(f"{kept[g]} at {g}" for g in sorted(kept))

@@ -366,6 +366,30 @@ class Arena:
         seats[t] = policy
         return self.play(seats)[t]
 
+    def against(self, final: list[Any], lineup: list[Any]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per seat ``t``: ``final[t]``'s per-episode return in seat ``t`` against ``lineup``'s
+        other seats, and beside it ``lineup[t]``'s own there (the bar), on the same episodes."""
+        bars = self.play(lineup)  # the lineup as it is: every seat's bar at once
+        out = []
+        for t in range(len(self.teams)):
+            seats = list(lineup)
+            seats[t] = final[t]
+            out.append((self.play(seats)[t], bars[t]))
+        return out
+
+    def meet(self, a: list[Any], b: list[Any]) -> list[tuple[float, float]]:
+        """Per seat ``t``: ``a[t]``'s mean return minus ``b[t]``'s, each in seat ``t`` against
+        ``a``'s other seats and then against ``b``'s (the two differences)."""
+        out = []
+        for t in range(len(self.teams)):
+            deltas = []
+            for opp in (a, b):
+                mine, theirs = list(opp), list(opp)
+                mine[t], theirs[t] = a[t], b[t]
+                deltas.append(float(self.play(mine)[t].mean() - self.play(theirs)[t].mean()))
+            out.append((deltas[0], deltas[1]))
+        return out
+
     def reference(self, kind: str) -> Any:
         from evohpo.references import reference_policy
 
@@ -394,9 +418,10 @@ def against_references(out: Path, env: str, seed: int, episodes: int,
     for p in kept:
         refs[f"gen {p.stem[2:]}%"] = load(p, d)
     rows = []
+    T = len(arena.teams)
     for name, ref in refs.items():
-        for t, (team, _) in enumerate(arena.teams):
-            bar, got = arena.seat(ref, t, ref), arena.seat(champ, t, ref)
+        for (team, _), (got, bar) in zip(arena.teams, arena.against([champ] * T, [ref] * T),
+                                          strict=True):
             d = got - bar  # the same episodes (one seed): a paired difference
             half = paired_half(d)
             rows.append({"env": env, "seed": seed, "mode": mode, "team": team, "reference": name,
@@ -416,8 +441,8 @@ def head_to_head(out: Path, env: str, seed: int, episodes: int, mode: str,
     arena = Arena(da, episodes, 10**6 + seed)
     a, b = load(champion(da, at), da), load(champion(db, at), db)
     rows = []
-    for t, (team, _) in enumerate(arena.teams):
-        deltas = [arena.seat(a, t, opp).mean() - arena.seat(b, t, opp).mean() for opp in (a, b)]
+    T = len(arena.teams)
+    for (team, _), deltas in zip(arena.teams, arena.meet([a] * T, [b] * T), strict=True):
         rows.append({"env": env, "seed": seed, "team": team, "delta": float(np.mean(deltas)),
                      f"vs_{mode}_opponent": float(deltas[0]),
                      f"vs_{other}_opponent": float(deltas[1])})
