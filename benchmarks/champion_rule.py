@@ -24,9 +24,10 @@ its archive fills the generations a longer extended run did not keep); ``--last`
 last generation: a run of ``(last + 1) * evo_steps * population.size`` env steps.
 
 Then, as competitive.py does and on its episodes (``--episodes`` fresh ones, seed
-10**6 + run seed), each rule's final champions play each seat against the random policy, the
-heuristic and that rule's own champions of 0, 25 and 50% of the run, paired with the
-reference's own return in the seat; and the two rules' final champions meet head to head
+10**6 + run seed), each rule's final champions play each seat against the random policy and
+the heuristic, paired with the reference's own return in the seat, and meet that rule's own
+champions of 0, 25 and 50% of the run head to head (against the earlier champion's other team
+and against their own, the mean of the two); and the two rules' final champions meet head to head
 (hill's policy minus current's in each seat, against both rules' other team). With ``--versus
 OUT:MODE`` each rule's final champions also meet, the same way, the last champion of another
 competitive.py run of the seed (the all-agent sum's, ``updates_shaped_joint``, for the issue's
@@ -99,16 +100,14 @@ def evaluate(arc: Archive, picks: list[tuple[int, ...]], marks: dict[int, int], 
     """A rule's final champions against the references and its own earlier champions."""
     T, last = len(arena.teams), len(picks) - 1
     final = [arc[picks[last][t]] for t in range(T)]
-    lineups: dict[str, list[Any]] = {k: [p] * T for k, p in refs.items()}
-    for pct, g in marks.items():
-        lineups[f"gen {pct}%"] = [arc[picks[g][t]] for t in range(T)]
-    rows = []
-    for name, lineup in lineups.items():
-        for t, (got, bar) in enumerate(arena.against(final, lineup)):
-            d = got - bar
-            rows.append({"team": arena.teams[t][0], "reference": name, "diff": float(d.mean()),
-                         "half": paired_half(d), "gen": picks[last][t]})
-    return rows
+    diffs: dict[str, list[np.ndarray]] = {  # a reference in the seat against its own kind
+        k: [got - bar for got, bar in arena.against(final, [p] * T)] for k, p in refs.items()}
+    for pct, g in marks.items():  # an earlier champion head to head, as in competitive.py
+        earlier = [arc[picks[g][t]] for t in range(T)]
+        diffs[f"gen {pct}%"] = [(home + away) / 2 for home, away in arena.meet(final, earlier)]
+    return [{"team": arena.teams[t][0], "reference": name, "diff": float(d.mean()),
+             "half": paired_half(d), "gen": picks[last][t]}
+            for name, per_seat in diffs.items() for t, d in enumerate(per_seat)]
 
 
 def main() -> None:
@@ -173,7 +172,7 @@ def main() -> None:
     names = list(dict.fromkeys(r["reference"] for r in per_seed[seeds[0]]["current"]))
     print(f"\n{args.env}, {args.mode}, generations 0-{args.last}; champion minus reference, "
           f"{args.episodes} episodes per pairing, per seed (seeds {args.seeds}); each rule "
-          "against its own earlier champions\n")
+          "head to head with its own earlier champions (gen N%)\n")
     print("| team | reference | " + " | ".join(f"{r} per seed | {r} mean" for r in RULES) + " |")
     print("|---|---|" + "---|---|" * len(RULES))
     for team in teams:

@@ -15,11 +15,15 @@ shorter run kept (its marks and its last), each as the one of its share of the b
 on ``--episodes`` fresh episodes per pairing (seed 10**6 + run seed):
 
 1. *Champions against references.* Each team's final champion (a joint run's champion too,
-   seat by seat) plays its own seat against the other team played by: a random policy, the
-   scripted heuristic, and the champions of generation 0, 25% and 50%. Beside it, the
-   reference's own return in that seat against the same opponents, on the same episodes: the
-   champion beats the reference when the paired difference's 95% interval is above zero (below:
-   it loses; across zero: within noise).
+   seat by seat) plays its own seat against the other team played by a random policy and by
+   the scripted heuristic. Beside it, the reference's own return in that seat against the same
+   opponents, on the same episodes: the champion beats the reference when the paired
+   difference's 95% interval is above zero (below: it loses; across zero: within noise). The
+   champions of generation 0, 25% and 50% it meets head to head: in its seat, the final
+   champion minus the earlier one against the earlier one's other team and against the final
+   champion's own, each episode's mean of the two deciding the same way. (Against the earlier
+   one's other team alone, the earlier champion plays the opponents its team was selected
+   against, and an early opponent that loses to everyone tells no two policies apart.)
 2. *Teams against joint.* In each seat, the teams run's policy and the joint run's policy
    each play against both runs' other team; the table gives the teams run's return minus the
    joint run's, averaged over the two opponents (and beside it, against each run's other team
@@ -377,17 +381,16 @@ class Arena:
             out.append((self.play(seats)[t], bars[t]))
         return out
 
-    def meet(self, a: list[Any], b: list[Any]) -> list[tuple[float, float]]:
-        """Per seat ``t``: ``a[t]``'s mean return minus ``b[t]``'s, each in seat ``t`` against
-        ``a``'s other seats and then against ``b``'s (the two differences)."""
+    def meet(self, a: list[Any], b: list[Any]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per seat ``t``: ``a[t]``'s per-episode return minus ``b[t]``'s, each in seat ``t``
+        against ``a``'s other seats and then against ``b``'s (two paired differences, on the
+        same episodes)."""
+        home = self.play(a), self.play(b)  # each lineup as it is: every seat at once
         out = []
         for t in range(len(self.teams)):
-            deltas = []
-            for opp in (a, b):
-                mine, theirs = list(opp), list(opp)
-                mine[t], theirs[t] = a[t], b[t]
-                deltas.append(float(self.play(mine)[t].mean() - self.play(theirs)[t].mean()))
-            out.append((deltas[0], deltas[1]))
+            a_there, b_here = list(b), list(a)  # a[t] against b's others, b[t] against a's
+            a_there[t], b_here[t] = a[t], b[t]
+            out.append((home[0][t] - self.play(b_here)[t], self.play(a_there)[t] - home[1][t]))
         return out
 
     def reference(self, kind: str) -> Any:
@@ -402,8 +405,18 @@ def champion(d: Path, at: int | None) -> Path:
     return d / "checkpoints" / "best.pt" if at is None else kept_at(d, at)
 
 
+def verdict(d: np.ndarray) -> tuple[float, str]:
+    """The 95% half-width of paired per-episode differences ``d``, and whether their mean is
+    above zero ("yes"), below ("no") or neither ("within noise")."""
+    half = paired_half(d)
+    return half, ("yes" if d.mean() - half > 0 else "no" if d.mean() + half < 0
+                  else "within noise")
+
+
 def against_references(out: Path, env: str, seed: int, episodes: int,
                        mode: str = "teams", at: int | None = None) -> list[dict[str, Any]]:
+    """Each seat of the run's champion against a random policy and the scripted heuristic,
+    beside the reference's own return in the seat against the same other team."""
     d = run_dir(out, env, mode, seed)
     arena = Arena(d, episodes, 10**6 + seed)
     champ = load(champion(d, at), d)
@@ -412,24 +425,44 @@ def against_references(out: Path, env: str, seed: int, episodes: int,
 
     if heuristic_available(env):
         refs["heuristic"] = arena.reference("heuristic")
-    # the earlier champions it kept (atN.pt: of the generation N% into the run)
-    kept = sorted((p for p in (d / "champions").glob("at*.pt")
-                   if at is None or int(p.stem[2:]) < at), key=lambda p: int(p.stem[2:]))
-    for p in kept:
-        refs[f"gen {p.stem[2:]}%"] = load(p, d)
     rows = []
     T = len(arena.teams)
     for name, ref in refs.items():
         for (team, _), (got, bar) in zip(arena.teams, arena.against([champ] * T, [ref] * T),
                                           strict=True):
-            d = got - bar  # the same episodes (one seed): a paired difference
-            half = paired_half(d)
+            diff = got - bar  # the same episodes (one seed): a paired difference
+            half, beats = verdict(diff)
             rows.append({"env": env, "seed": seed, "mode": mode, "team": team, "reference": name,
                          "champion": float(got.mean()), "champion_sd": float(got.std()),
                          "bar": float(bar.mean()), "bar_sd": float(bar.std()),
-                         "diff": float(d.mean()), "diff_half": half,
-                         "beats": "yes" if d.mean() - half > 0 else
-                                  "no" if d.mean() + half < 0 else "within noise"})
+                         "diff": float(diff.mean()), "diff_half": half, "beats": beats})
+    return rows
+
+
+def against_earlier(out: Path, env: str, seed: int, episodes: int,
+                    mode: str = "teams", at: int | None = None) -> list[dict[str, Any]]:
+    """The run's champion head to head with the earlier champions it kept (``atN.pt``: of the
+    generation N% into the run; with ``at``, only those before it), seat by seat: the champion
+    minus the earlier one, each against the earlier champion's other team and against the
+    champion's own (as runs meet in ``head_to_head``), and the mean of the two."""
+    d = run_dir(out, env, mode, seed)
+    arena = Arena(d, episodes, 10**6 + seed)
+    champ = load(champion(d, at), d)
+    kept = sorted((p for p in (d / "champions").glob("at*.pt")
+                   if at is None or int(p.stem[2:]) < at), key=lambda p: int(p.stem[2:]))
+    rows = []
+    T = len(arena.teams)
+    for p in kept:
+        earlier = load(p, d)
+        for (team, _), (home, away) in zip(arena.teams, arena.meet([champ] * T, [earlier] * T),
+                                           strict=True):
+            both = (home + away) / 2  # per episode: the two opponents weigh the same
+            half, beats = verdict(both)
+            rows.append({"env": env, "seed": seed, "mode": mode, "team": team,
+                         "earlier": f"gen {p.stem[2:]}%", "theirs": float(away.mean()),
+                         "theirs_half": paired_half(away), "ours": float(home.mean()),
+                         "ours_half": paired_half(home), "diff": float(both.mean()),
+                         "diff_half": half, "beats": beats})
     return rows
 
 
@@ -443,9 +476,9 @@ def head_to_head(out: Path, env: str, seed: int, episodes: int, mode: str,
     rows = []
     T = len(arena.teams)
     for (team, _), deltas in zip(arena.teams, arena.meet([a] * T, [b] * T), strict=True):
-        rows.append({"env": env, "seed": seed, "team": team, "delta": float(np.mean(deltas)),
-                     f"vs_{mode}_opponent": float(deltas[0]),
-                     f"vs_{other}_opponent": float(deltas[1])})
+        mine, theirs = (float(d.mean()) for d in deltas)
+        rows.append({"env": env, "seed": seed, "team": team, "delta": (mine + theirs) / 2,
+                     f"vs_{mode}_opponent": mine, f"vs_{other}_opponent": theirs})
     return rows
 
 
@@ -550,8 +583,19 @@ def main() -> None:
             for r in refs[mode]:
                 print(f"| {r['seed']} | {r['team']} | {r['reference']} | {r['champion']:.2f} +- "
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
-                      f"{r['diff']:+.2f} [{r['diff'] - r['diff_half']:+.2f}, "
-                      f"{r['diff'] + r['diff_half']:+.2f}] | {r['beats']} |")
+                      f"{span(r['diff'], r['diff_half'])} | {r['beats']} |")
+            earlier = [r for seed in seeds
+                       for r in against_earlier(out, env, seed, args.episodes, mode, args.at)]
+            if earlier:
+                print(f"\n{mode} runs head to head with their earlier champions: champion minus "
+                      "earlier champion in its seat [95% CI]\n\n| seed | team | earlier "
+                      "champion | against the earlier one's other team | against the "
+                      "champion's own | both (head to head) | beats |\n"
+                      "|---|---|---|---|---|---|---|")
+            for r in earlier:
+                print(f"| {r['seed']} | {r['team']} | {r['earlier']} | "
+                      f"{span(r['theirs'], r['theirs_half'])} | {span(r['ours'], r['ours_half'])}"
+                      f" | {span(r['diff'], r['diff_half'])} | {r['beats']} |")
         for alt, base in ((a, b) for a, b in BASES.items() if a in refs and b in refs):
             # the same opponents and episodes: paired
             print(f"\n| team | reference | per seed: {alt} champion minus {base} champion | "
@@ -559,8 +603,6 @@ def main() -> None:
             teams = {(r["seed"], r["team"], r["reference"]): r["champion"] for r in refs[base]}
             diffs: dict[tuple[str, str], list[float]] = {}
             for r in refs[alt]:
-                if r["reference"].startswith("gen "):
-                    continue  # each run's own earlier champions: not the same opponents
                 if (key := (r["seed"], r["team"], r["reference"])) in teams:
                     diffs.setdefault(key[1:], []).append(r["champion"] - teams[key])
             for (team, ref), d in diffs.items():
@@ -584,6 +626,10 @@ def main() -> None:
 def paired_half(d: np.ndarray) -> float:
     """Half-width of the 95% interval of a mean over many episodes' paired differences."""
     return 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d))
+
+
+def span(mean: float, half: float) -> str:
+    return f"{mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}]"
 
 
 def interval(d: np.ndarray) -> str:
