@@ -413,13 +413,18 @@ def verdict(d: np.ndarray) -> tuple[float, str]:
                   else "within noise")
 
 
+def evaluated(out: Path, env: str, seed: int, episodes: int, mode: str,
+              at: int | None) -> tuple[Path, Arena, Any]:
+    """The run, its arena (the seed's evaluation episodes) and the champion that plays."""
+    d = run_dir(out, env, mode, seed)
+    return d, Arena(d, episodes, 10**6 + seed), load(champion(d, at), d)
+
+
 def against_references(out: Path, env: str, seed: int, episodes: int,
                        mode: str = "teams", at: int | None = None) -> list[dict[str, Any]]:
     """Each seat of the run's champion against a random policy and the scripted heuristic,
     beside the reference's own return in the seat against the same other team."""
-    d = run_dir(out, env, mode, seed)
-    arena = Arena(d, episodes, 10**6 + seed)
-    champ = load(champion(d, at), d)
+    _, arena, champ = evaluated(out, env, seed, episodes, mode, at)
     refs: dict[str, Any] = {"random": arena.reference("random")}
     from evohpo.references import heuristic_available
 
@@ -445,9 +450,7 @@ def against_earlier(out: Path, env: str, seed: int, episodes: int,
     generation N% into the run; with ``at``, only those before it), seat by seat: the champion
     minus the earlier one, each against the earlier champion's other team and against the
     champion's own (as runs meet in ``head_to_head``), and the mean of the two."""
-    d = run_dir(out, env, mode, seed)
-    arena = Arena(d, episodes, 10**6 + seed)
-    champ = load(champion(d, at), d)
+    d, arena, champ = evaluated(out, env, seed, episodes, mode, at)
     kept = sorted((p for p in (d / "champions").glob("at*.pt")
                    if at is None or int(p.stem[2:]) < at), key=lambda p: int(p.stem[2:]))
     rows = []
