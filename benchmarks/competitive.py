@@ -104,6 +104,9 @@ MODES: dict[str, dict[str, Any]] = {
     "updates_shaped": UPDATES_SHAPED,
     # updates_shaped, with half of each member's fitness from a match against the heuristic
     "shaped_anchored": {**UPDATES_SHAPED, "eval.heuristic_weight": 0.5},
+    # updates_shaped, the heuristic playing the prey only: the predators' members meet it in
+    # half of every slot's envs, the prey's members meet learned predators alone
+    "shaped_adv": {**UPDATES_SHAPED, "population.scripted_teams": ["adversaries"]},
     # scripted, with half of each member's fitness from a match against the heuristic
     "anchored": {**SCRIPTED, "eval.heuristic_weight": 0.5},
     # scripted, with half the exploration and target-smoothing noise (0.05 where it is 0.1)
@@ -215,12 +218,14 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
            for b in ("framed_wide_learned_updates", "framed_wide_joint_updates")),
          *((v, b) for v in WIDE_VARIANTS for b in ("framed_wide", "framed_wide_joint")),
          ("updates_shaped", "updates"), ("shaped_anchored", "updates_shaped"),
+         ("shaped_adv", "updates_shaped"), ("shaped_adv", "updates_shaped_joint"),
          ("updates_shaped", "updates_shaped_joint"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
+         "shaped_adv": "updates_shaped",
          **{v: "framed" for v in FRAMED_VARIANTS}, **{v: "framed_wide" for v in WIDE_VARIANTS},
          "framed_joint": "framed", "framed_wide_joint": "framed_wide",
          "framed_wide_joint_updates": "framed_wide_learned_updates",
