@@ -418,18 +418,21 @@ def verdict(d: np.ndarray) -> tuple[float, str]:
                   else "within noise")
 
 
-def evaluated(out: Path, env: str, seed: int, episodes: int, mode: str,
-              at: int | None) -> tuple[Path, Arena, Any]:
-    """The run, its arena (the seed's evaluation episodes) and the champion that plays."""
+def evaluate(out: Path, env: str, seed: int, episodes: int, mode: str = "teams",
+             at: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The run's champion (with ``at``, the one it kept ``at``% into the run) on the seed's
+    evaluation episodes: its rows against the references and against its earlier champions."""
     d = run_dir(out, env, mode, seed)
-    return d, Arena(d, episodes, 10**6 + seed), load(champion(d, at), d)
+    arena, champ = Arena(d, episodes, 10**6 + seed), load(champion(d, at), d)
+    key = {"env": env, "seed": seed, "mode": mode}
+    return (against_references(arena, champ, env, key),
+            against_earlier(arena, champ, d, at, key))
 
 
-def against_references(out: Path, env: str, seed: int, episodes: int,
-                       mode: str = "teams", at: int | None = None) -> list[dict[str, Any]]:
-    """Each seat of the run's champion against a random policy and the scripted heuristic,
-    beside the reference's own return in the seat against the same other team."""
-    _, arena, champ = evaluated(out, env, seed, episodes, mode, at)
+def against_references(arena: Arena, champ: Any, env: str,
+                       key: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each seat of ``champ`` against a random policy and the scripted heuristic, beside the
+    reference's own return in the seat against the same other team."""
     refs: dict[str, Any] = {"random": arena.reference("random")}
     from evohpo.references import heuristic_available
 
@@ -442,20 +445,19 @@ def against_references(out: Path, env: str, seed: int, episodes: int,
                                           strict=True):
             diff = got - bar  # the same episodes (one seed): a paired difference
             half, beats = verdict(diff)
-            rows.append({"env": env, "seed": seed, "mode": mode, "team": team, "reference": name,
+            rows.append({**key, "team": team, "reference": name,
                          "champion": float(got.mean()), "champion_sd": float(got.std()),
                          "bar": float(bar.mean()), "bar_sd": float(bar.std()),
                          "diff": float(diff.mean()), "diff_half": half, "beats": beats})
     return rows
 
 
-def against_earlier(out: Path, env: str, seed: int, episodes: int,
-                    mode: str = "teams", at: int | None = None) -> list[dict[str, Any]]:
-    """The run's champion head to head with the earlier champions it kept (``atN.pt``: of the
+def against_earlier(arena: Arena, champ: Any, d: Path, at: int | None,
+                    key: dict[str, Any]) -> list[dict[str, Any]]:
+    """``champ`` head to head with the earlier champions run ``d`` kept (``atN.pt``: of the
     generation N% into the run; with ``at``, only those before it), seat by seat: the champion
     minus the earlier one, each against the earlier champion's other team and against the
     champion's own (as runs meet in ``head_to_head``), and the mean of the two."""
-    d, arena, champ = evaluated(out, env, seed, episodes, mode, at)
     kept = sorted((p for p in (d / "champions").glob("at*.pt")
                    if at is None or int(p.stem[2:]) < at), key=lambda p: int(p.stem[2:]))
     rows = []
@@ -466,11 +468,10 @@ def against_earlier(out: Path, env: str, seed: int, episodes: int,
                                            strict=True):
             both = (home + away) / 2  # per episode: the two opponents weigh the same
             half, beats = verdict(both)
-            rows.append({"env": env, "seed": seed, "mode": mode, "team": team,
-                         "earlier": f"gen {p.stem[2:]}%", "theirs": float(away.mean()),
-                         "theirs_half": paired_half(away), "ours": float(home.mean()),
-                         "ours_half": paired_half(home), "diff": float(both.mean()),
-                         "diff_half": half, "beats": beats})
+            rows.append({**key, "team": team, "earlier": f"gen {p.stem[2:]}%",
+                         "theirs": float(away.mean()), "theirs_half": paired_half(away),
+                         "ours": float(home.mean()), "ours_half": paired_half(home),
+                         "diff": float(both.mean()), "diff_half": half, "beats": beats})
     return rows
 
 
@@ -585,15 +586,13 @@ def main() -> None:
             print(f"\n{mode} runs\n\n| seed | team | reference | champion (mean +- sd) | "
                   "reference in its seat | champion minus reference [95% CI] | beats |\n"
                   "|---|---|---|---|---|---|---|")
-            refs[mode] = [r for seed in seeds
-                          for r in against_references(out, env, seed, args.episodes, mode,
-                                                       args.at)]
+            tables = [evaluate(out, env, seed, args.episodes, mode, args.at) for seed in seeds]
+            refs[mode] = [r for ours, _ in tables for r in ours]
+            earlier = [r for _, theirs in tables for r in theirs]
             for r in refs[mode]:
                 print(f"| {r['seed']} | {r['team']} | {r['reference']} | {r['champion']:.2f} +- "
                       f"{r['champion_sd']:.2f} | {r['bar']:.2f} +- {r['bar_sd']:.2f} | "
                       f"{span(r['diff'], r['diff_half'])} | {r['beats']} |")
-            earlier = [r for seed in seeds
-                       for r in against_earlier(out, env, seed, args.episodes, mode, args.at)]
             if earlier:
                 print(f"\n{mode} runs head to head with their earlier champions: champion minus "
                       "earlier champion in its seat [95% CI]\n\n| seed | team | earlier "
