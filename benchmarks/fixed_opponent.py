@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,9 @@ import numpy as np
 from pettingzoo.utils.env import ParallelEnv
 
 from evohpo.references import HEURISTICS
+
+sys.path.insert(0, str(Path(__file__).parent))
+from competitive import paired_half, span
 
 KW = {"continuous_actions": True, "max_cycles": 25}
 ENVS = tuple(HEURISTICS)  # the envs with a scripted heuristic
@@ -166,10 +170,8 @@ def main() -> None:
                           overrides=args.set)
             mine, ref = evaluate(d, args.env, args.learn, args.episodes, 10**6 + seed)
             diff = mine - ref  # the same episodes: a paired difference
-            half = 1.96 * float(diff.std(ddof=1)) / np.sqrt(len(diff))
             print(f"| {seed} | {c:g} | {mine.mean():.2f} +- {mine.std(ddof=1):.2f} | "
-                  f"{ref.mean():.2f} | {diff.mean():+.2f} [{diff.mean() - half:+.2f}, "
-                  f"{diff.mean() + half:+.2f}] | "
+                  f"{ref.mean():.2f} | {span(diff.mean(), paired_half(diff))} | "
                   f"{time.perf_counter() - t0:.0f} |", flush=True)
 
 
