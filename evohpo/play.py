@@ -83,6 +83,7 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
         for section, key, off in (("population", "past_opponents", 0),
                                   ("population", "scripted_opponents", 0),
                                   ("population", "scripted_teams", None),
+                                  ("population", "scripted_teams_until", None),
                                   ("eval", "heuristic_weight", 0),
                                   ("algo", "team_gradient_steps", {}),
                                   ("population", "team_opponent_actions", {})):
@@ -102,6 +103,27 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
         raise ConfigError(f"config key 'population.team_opponent_actions': {modes} must map "
                           f"teams of this game ({', '.join(teams)}) to played, learned or mixed")
     return [(name, tuple(agents)) for name, agents in teams.items()]
+
+
+def facing_heuristic(cfg: Any, names: list[str]) -> list[int]:
+    """The indices of the teams named by ``population.scripted_teams`` (null: all)."""
+    chosen, until = cfg.population.scripted_teams, cfg.population.scripted_teams_until
+    if chosen is None:
+        if until is not None:
+            raise ConfigError(f"config key 'population.scripted_teams_until': {until} ends "
+                              "population.scripted_teams part way, which is null (every team "
+                              "plays the heuristic throughout): name the teams there, or set "
+                              "this key to null")
+        return list(range(len(names)))
+    key = f"config key 'population.scripted_teams': {chosen}"
+    if not cfg.population.scripted_opponents:
+        raise ConfigError(f"{key} names the teams that play the scripted heuristic, which "
+                          "population.scripted_opponents is 0 to draw: set it above 0, or "
+                          "this key to null")
+    if not chosen or any(t not in names for t in chosen):
+        raise ConfigError(f"{key} must name one or more teams of this game: "
+                          f"{', '.join(names)} (null: every team)")
+    return sorted({names.index(t) for t in chosen})
 
 
 def gradient_steps(cfg: Any, team: str | None) -> int:

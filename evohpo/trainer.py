@@ -170,9 +170,10 @@ class Trainer:
     def place(self) -> None:
         """The members into the runtime's slots (teams: this window's pairing of members)."""
         s = self.state
-        if self.league:
+        if self.league:  # the draws of the window, from the env steps where it started
+            start = s.env_steps - s.window_steps // self.runtime.k * self.cfg.env.num_envs
             self.runtime.place(s.members, self.league.slots(s.generation),
-                               self.league.opponents(s.generation))
+                               self.league.opponents(s.generation, start))
         else:
             self.runtime.place(s.members)
 

@@ -92,8 +92,10 @@ class League:
             spec, cfg.env.name, cfg.env.kwargs,
             f"the scripted heuristic of config key 'population.scripted_opponents' ({p})",
             "set it to 0") if p else None)
-        # population.scripted_teams: the indices of the teams whose members play it, in turn
-        self.scripted_teams = self.facing_heuristic(cfg, [t for t, _ in teams])
+        # population.scripted_teams: the indices of the teams whose members play it, in turn,
+        # until population.scripted_teams_until; the env steps where this window started
+        self.scripted_teams = play.facing_heuristic(cfg, [t for t, _ in teams])
+        self.started = 0
         # eval.heuristic_weight: part of the fitness from a match against the heuristic
         w = cfg.eval.heuristic_weight
         if w and cfg.eval.team_fitness != "return":
@@ -112,14 +114,15 @@ class League:
         pairs = league.training_pairs(self.n, len(self.teams), generation)
         return [[t * self.n + p[t] for t in range(len(self.teams))] for p in pairs]
 
-    def draws(self, generation: int) -> list[tuple[int, int]]:
+    def draws(self, generation: int, env_steps: int = 0) -> list[tuple[int, int]]:
         """Who plays the other teams in the second half of each slot's envs in window
-        ``generation``: for each slot, the team whose member plays all of the slot's envs and
-        the opponent there: the index of kept champions (``population.past_opponents``, drawn
-        uniformly), :data:`SCRIPTED` (the heuristic, with chance
-        ``population.scripted_opponents``, against the teams of ``population.scripted_teams``)
-        or :data:`LIVE` (the current members), all drawn from the seed and the generation.
-        Empty: every env plays the current members."""
+        ``generation`` (starting at ``env_steps``): for each slot, the team whose member plays
+        all of the slot's envs and the opponent there: the index of kept champions
+        (``population.past_opponents``, drawn uniformly), :data:`SCRIPTED` (the heuristic, with
+        chance ``population.scripted_opponents``, against the teams of
+        ``population.scripted_teams`` before ``scripted_teams_until``) or :data:`LIVE` (the
+        current members), all drawn from the seed and the generation. Empty: every env plays
+        the current members."""
         p = self.cfg.population.scripted_opponents
         if not self.archive and not p:
             return []
@@ -131,32 +134,21 @@ class League:
             picks = [SCRIPTED if s else e for s, e in zip(scripted, picks, strict=True)]
         if all(e == LIVE for e in picks):
             return []
+        every = range(len(self.teams))
+        until = self.cfg.population.scripted_teams_until
+        facing = self.scripted_teams if until is None or env_steps < until else every
         drawn = []
-        for j, e in enumerate(picks):  # the teams in turn; the heuristic meets scripted_teams only
-            turns = self.scripted_teams if e == SCRIPTED else range(len(self.teams))
+        for j, e in enumerate(picks):  # the teams in turn; the heuristic meets `facing` only
+            turns = facing if e == SCRIPTED else every
             drawn.append((turns[(j + generation) % len(turns)], e))
         return drawn
 
-    @staticmethod
-    def facing_heuristic(cfg: Config, names: list[str]) -> list[int]:
-        """The indices of the teams named by ``population.scripted_teams`` (null: all)."""
-        chosen = cfg.population.scripted_teams
-        if chosen is None:
-            return list(range(len(names)))
-        key = f"config key 'population.scripted_teams': {chosen}"
-        if not cfg.population.scripted_opponents:
-            raise ConfigError(f"{key} names the teams that play the scripted heuristic, which "
-                              "population.scripted_opponents is 0 to draw: set it above 0, or "
-                              "this key to null")
-        if not chosen or any(t not in names for t in chosen):
-            raise ConfigError(f"{key} must name one or more teams of this game: "
-                              f"{', '.join(names)} (null: every team)")
-        return sorted({names.index(t) for t in chosen})
-
-    def opponents(self, generation: int) -> list[tuple[int, Opponent]] | None:
+    def opponents(self, generation: int, env_steps: int = 0) -> list[tuple[int, Opponent]] | None:
         """Each slot's draw with its opponents (past champions, the scripted policy, or None
-        for the current members); None: every env plays the current members."""
-        return [(u, self.opponent(e)) for u, e in self.draws(generation)] or None
+        for the current members) in the window that starts at ``env_steps``; None: every env
+        plays the current members."""
+        self.started = env_steps
+        return [(u, self.opponent(e)) for u, e in self.draws(generation, env_steps)] or None
 
     def opponent(self, e: int) -> Opponent:
         if e == LIVE:
@@ -171,7 +163,7 @@ class League:
         'heuristic', or None for the current members]."""
         names = {SCRIPTED: "heuristic", LIVE: None}
         return [[u, names[e] if e in names else self.archive_gens[e]]
-                for u, e in self.draws(generation)]
+                for u, e in self.draws(generation, self.started)]
 
     def remember(self, members: list[Member], fitness: list[float], generation: int) -> None:
         """Keep this generation's champions as a past opponent; when ``past_opponents`` are

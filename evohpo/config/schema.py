@@ -208,6 +208,11 @@ class PopulationConfig:
         None, "teams: the teams whose members play the scripted heuristic where "
         "scripted_opponents draws it (the heuristic takes every other team's seats); null: "
         "every team, alternating by slot and window")
+    scripted_teams_until: int | None = _f(
+        None, "teams: the env steps for which scripted_teams holds; the windows that start at "
+        "or past them draw the heuristic against every team, as with scripted_teams null "
+        "(null: the whole run). A curriculum: the heuristic as some teams' one other opponent "
+        "first, the current members of every team later", lo=0)
     opponent_actions: Literal["played", "learned", "mixed"] = _f(
         "played", "teams: the other teams' next actions in a member's critic targets: played "
         "(what the policies that played each env do at its next observation, kept in the replay "
