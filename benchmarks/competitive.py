@@ -31,9 +31,7 @@ on ``--episodes`` fresh episodes per pairing (seed 10**6 + run seed):
    95% t interval. Every other mode (``--modes``; each is a few config overrides on top of the
    preset, in ``MODES`` below, with what it changes) meets the runs it changes the same way
    (``PAIRS``), and its champions' table against the fixed references (random play, the
-   heuristic) is paired with the run it changes (``BASES``). A mode of ``SWITCHED`` takes over
-   another mode's runs part way (``--extend`` names the --out holding them) and trains the
-   rest of the budget with its own settings.
+   heuristic) is paired with the run it changes (``BASES``).
 ``--at 50`` plays, instead of each run's last champions, those it kept half-way (against the
 earlier ones), training nothing: the runs of twice the budget at half of it. Finished runs are
 kept and skipped when run again; a run stopped part way goes on from its last
@@ -109,8 +107,10 @@ MODES: dict[str, dict[str, Any]] = {
     # updates_shaped, the heuristic playing the prey only: the predators' members meet it in
     # half of every slot's envs, the prey's members meet learned predators alone
     "shaped_adv": {**UPDATES_SHAPED, "population.scripted_teams": ["adversaries"]},
-    # shaped_adv for the first half of the run, then updates_shaped (SWITCHED below)
-    "adv_first": UPDATES_SHAPED,
+    # shaped_adv for the first 1M env steps (population.scripted_teams_until), then
+    # updates_shaped: the heuristic prey for the predators first, then both teams in turn
+    "adv_first": {**UPDATES_SHAPED, "population.scripted_teams": ["adversaries"],
+                  "population.scripted_teams_until": 1_000_000},
     # scripted, with half of each member's fitness from a match against the heuristic
     "anchored": {**SCRIPTED, "eval.heuristic_weight": 0.5},
     # scripted, with half the exploration and target-smoothing noise (0.05 where it is 0.1)
@@ -193,11 +193,6 @@ MODES: dict[str, dict[str, Any]] = {
     # simple_adversary preset at its own updates per env step
     "framed_wide_joint_updates": {**WIDE_JOINT, "algo.gradient_steps": 2},
 }
-# modes that take over another mode's run part way, with their own settings from there on:
-# {mode: (the mode whose run it continues, the share of the budget that run had)}. Its --extend
-# is a --out holding that mode's runs of the share's env steps (fresh, the first part's
-# marks are kept from them as in any extended run)
-SWITCHED: dict[str, tuple[str, float]] = {"adv_first": ("shaped_adv", 0.5)}
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
 VARIANTS = ("shaped", "updates", "anchored", "precise", "guarded", "pairs", "damped", "framed",
@@ -291,17 +286,9 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
 
     d = run_dir(out, env, mode, seed)
     overrides = {"env.pool": "sync", **PLAIN, **MODES[mode], **extra}
-    first, share = SWITCHED.get(mode, (mode, 1.0))
-    if first != mode and extend is None:
-        raise SystemExit(f"mode {mode} continues the runs of mode {first} of {share:.0%} of "
-                         f"--steps: pass --extend DIR, a --out holding them")
-    src = None if extend is None else run_dir(extend, env, first, seed)
-    resolved = api.resolve(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides)[0]
-    # extended: the run's own config; switched: ours, from where the other mode's run stopped
-    cfg = resolved if src is None or first != mode else run_config(src)
-    if src is not None and first != mode and run_config(src).steps != round(share * steps):
-        raise SystemExit(f"{src} is a run of {run_config(src).steps:,} env steps; mode {mode} "
-                         f"continues one of {share:.0%} of {steps:,}")
+    src = None if extend is None else run_dir(extend, env, mode, seed)
+    cfg = (api.resolve(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides)[0]
+           if src is None else run_config(src))  # extended: the run's own config
     marks = marks_of(cfg, steps)
     keep = d / "champions"
 
@@ -328,15 +315,10 @@ def train(env: str, mode: str, seed: int, steps: int, out: Path,
         reached = api.train(algo="matd3", env=env, steps=steps, seed=seed, overrides=overrides,
                             run_dir=d, overwrite=True, callbacks=callbacks).summary["env_steps"]
     else:
-        shorter = run_config(src).steps
+        shorter = cfg.steps
         if d.exists():
             shutil.rmtree(d)
         shutil.copytree(src, d, ignore=shutil.ignore_patterns("at*.pt"))  # its own marks
-        if first != mode:  # from here on, this mode's settings
-            from evohpo import config as C
-            from evohpo.loggers import atomic_write_text
-
-            atomic_write_text(d / "config.yaml", C.dump(cfg))
         # the champions it kept: its marks', its last generation's, and from its archive
         # those of our marks
         last = windows_of(cfg, shorter) - 1
