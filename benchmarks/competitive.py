@@ -392,11 +392,12 @@ class Arena:
             out.append((self.play(seats)[t], bars[t]))
         return out
 
-    def meet(self, a: list[Any], b: list[Any]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def meet(self, a: list[Any], b: list[Any],
+             played: list[np.ndarray] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per seat ``t``: ``a[t]``'s per-episode return minus ``b[t]``'s, each in seat ``t``
         against ``a``'s other seats and then against ``b``'s (two paired differences, on the
-        same episodes)."""
-        home = self.play(a), self.play(b)  # each lineup as it is: every seat at once
+        same episodes). ``played``: ``self.play(a)``, where the caller has it already."""
+        home = played or self.play(a), self.play(b)  # each lineup as it is: every seat at once
         out = []
         for t in range(len(self.teams)):
             a_there, b_here = list(b), list(a)  # a[t] against b's others, b[t] against a's
@@ -468,9 +469,11 @@ def against_earlier(arena: Arena, champ: Any, d: Path, at: int | None,
                    if at is None or int(p.stem[2:]) < at), key=lambda p: int(p.stem[2:]))
     rows = []
     T = len(arena.teams)
+    own = arena.play([champ] * T)  # the champion against itself: the same in every meeting
     for p in kept:
         earlier = load(p, d)
-        for (team, _), (home, away) in zip(arena.teams, arena.meet([champ] * T, [earlier] * T),
+        for (team, _), (home, away) in zip(arena.teams,
+                                           arena.meet([champ] * T, [earlier] * T, own),
                                            strict=True):
             both = (home + away) / 2  # per episode: the two opponents weigh the same
             half, beats = verdict(both)
