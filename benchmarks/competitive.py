@@ -425,8 +425,8 @@ def verdict(d: np.ndarray) -> tuple[float, str]:
                   else "within noise")
 
 
-def evaluate(out: Path, env: str, seed: int, episodes: int, mode: str = "teams",
-             at: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def evaluate(out: Path, env: str, seed: int, episodes: int, mode: str,
+             at: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The run's champion (with ``at``, the one it kept ``at``% into the run) on the seed's
     evaluation episodes: its rows against the references and against its earlier champions."""
     d = run_dir(out, env, mode, seed)
