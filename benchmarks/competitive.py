@@ -182,6 +182,15 @@ MODES: dict[str, dict[str, Any]] = {
     # one gradient step), which had them ahead of the all-agent sum head to head
     "framed_wide_per_team": {**LEARNED_UPDATES, "algo.team_gradient_steps": {"adversaries": 1},
                              "population.team_opponent_actions": {"adversaries": "played"}},
+    # the simple_adversary preset with the adversaries' share of the heuristic going to
+    # champions of earlier generations: in half of the slots (drawn) the good agents' member
+    # meets the heuristic, as often as in the preset where the teams take turns in every slot;
+    # in the other half the adversaries' member meets earlier good agents, not the current ones
+    # alone (population.past_teams), which need not have learned to hide the goal from it
+    "framed_wide_past_adv": {**LEARNED_UPDATES, "population.scripted_opponents": 0.5,
+                             "population.scripted_teams": ["good"],
+                             "population.past_opponents": 8,
+                             "population.past_teams": ["adversaries"]},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
@@ -208,7 +217,7 @@ WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv", "framed_wide_learned",
                  "framed_wide_per_team")
 # the variants of the simple_adversary preset (framed_wide_learned_updates): each also meets
 # the preset's run and the two-step sum's
-PRESET_VARIANTS = ("framed_wide_learned_split", "framed_wide_per_team")
+PRESET_VARIANTS = ("framed_wide_learned_split", "framed_wide_per_team", "framed_wide_past_adv")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
@@ -235,6 +244,7 @@ BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams
          **{v: "framed" for v in FRAMED_VARIANTS}, **{v: "framed_wide" for v in WIDE_VARIANTS},
          "framed_joint": "framed", "framed_wide_joint": "framed_wide",
          "framed_wide_joint_updates": "framed_wide_learned_updates",
+         "framed_wide_past_adv": "framed_wide_learned_updates",
          "updates_shaped_joint": "updates_shaped"}
 
 

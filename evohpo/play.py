@@ -84,6 +84,7 @@ def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
                                   ("population", "scripted_opponents", 0),
                                   ("population", "scripted_teams", None),
                                   ("population", "scripted_teams_until", None),
+                                  ("population", "past_teams", None),
                                   ("eval", "heuristic_weight", 0),
                                   ("algo", "team_gradient_steps", {}),
                                   ("population", "team_opponent_actions", {})):
@@ -115,13 +116,28 @@ def facing_heuristic(cfg: Any, names: list[str]) -> list[int]:
                               "plays the heuristic throughout): name the teams there, or set "
                               "this key to null")
         return list(range(len(names)))
-    key = f"config key 'population.scripted_teams': {chosen}"
-    if not cfg.population.scripted_opponents:
-        raise ConfigError(f"{key} names the teams that play the scripted heuristic, which "
-                          "population.scripted_opponents is 0 to draw: set it above 0, or "
-                          "this key to null")
+    return named_teams(cfg, "scripted_teams", "scripted_opponents", "draw", names)
+
+
+def facing_past(cfg: Any, names: list[str]) -> list[int]:
+    """The indices of the teams named by ``population.past_teams`` (null: all)."""
+    return named_teams(cfg, "past_teams", "past_opponents", "keep", names)
+
+
+def named_teams(cfg: Any, key: str, source: str, verb: str, names: list[str]) -> list[int]:
+    """The indices of the teams that ``population.<key>`` names to meet the opponents of
+    ``population.<source>`` (null: every team), which must be on."""
+    chosen = getattr(cfg.population, key)
+    if chosen is None:
+        return list(range(len(names)))
+    what = {"scripted_opponents": "the scripted heuristic", "past_opponents": "past champions"}
+    said = f"config key 'population.{key}': {chosen}"
+    if not getattr(cfg.population, source):
+        raise ConfigError(f"{said} names the teams that play {what[source]}, which "
+                          f"population.{source} is 0 to {verb}: set it above 0, or this key "
+                          "to null")
     if not chosen or any(t not in names for t in chosen):
-        raise ConfigError(f"{key} must name one or more teams of this game: "
+        raise ConfigError(f"{said} must name one or more teams of this game: "
                           f"{', '.join(names)} (null: every team)")
     return sorted({names.index(t) for t in chosen})
 

@@ -95,6 +95,7 @@ class League:
         # population.scripted_teams: the indices of the teams whose members play it, in turn,
         # until population.scripted_teams_until; the env steps where this window started
         self.scripted_teams = play.facing_heuristic(cfg, [t for t, _ in teams])
+        self.past_teams = play.facing_past(cfg, [t for t, _ in teams])  # population.past_teams
         self.started = 0
         # eval.heuristic_weight: part of the fitness from a match against the heuristic
         w = cfg.eval.heuristic_weight
@@ -118,7 +119,8 @@ class League:
         """Who plays the other teams in the second half of each slot's envs in window
         ``generation`` (starting at ``env_steps``): for each slot, the team whose member plays
         all of the slot's envs and the opponent there: the index of kept champions
-        (``population.past_opponents``, drawn uniformly), :data:`SCRIPTED` (the heuristic, with
+        (``population.past_opponents``, drawn uniformly, against the teams of
+        ``population.past_teams``), :data:`SCRIPTED` (the heuristic, with
         chance ``population.scripted_opponents``, against the teams of
         ``population.scripted_teams`` before ``scripted_teams_until``) or :data:`LIVE` (the
         current members), all drawn from the seed and the generation. Empty: every env plays
@@ -139,7 +141,7 @@ class League:
         facing = self.scripted_teams if until is None or env_steps < until else every
         drawn = []
         for j, e in enumerate(picks):  # the teams in turn; the heuristic meets `facing` only
-            turns = facing if e == SCRIPTED else every
+            turns = facing if e == SCRIPTED else every if e == LIVE else self.past_teams
             drawn.append((turns[(j + generation) % len(turns)], e))
         return drawn
 

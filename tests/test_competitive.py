@@ -266,8 +266,9 @@ def test_league_scores_diverged_members_worst() -> None:
     t.close()
 
 
-def test_past_champions_play_the_second_half_of_each_slot() -> None:
-    t = Trainer(tag_cfg(**PAST))
+@pytest.mark.parametrize("facing", [None, ["good"], ["adversaries"], ["good", "adversaries"]])
+def test_past_champions_play_the_second_half_of_each_slot(facing: list[str] | None) -> None:
+    t = Trainer(tag_cfg(**{**PAST, "population": {**PAST["population"], "past_teams": facing}}))
     league, rt = t.league, t.runtime
     assert league is not None and league.opponents(0) is None  # nothing kept yet
     for m in t.members:  # noise-free members: every action is the policy's own
@@ -281,8 +282,11 @@ def test_past_champions_play_the_second_half_of_each_slot() -> None:
                 net.layers[0].weight.add_(0.5)
     for generation in (1, 2):
         opponents = league.opponents(generation)
-        assert opponents is not None and [u for u, _ in opponents] == [
-            (j + generation) % 2 for j in range(2)]
+        # the team whose member plays the past champions: every team in turn, or the one named
+        turn = [(j + generation) % 2 for j in range(2)] if facing is None or len(facing) == 2 \
+            else [["adversaries", "good"].index(facing[0])] * 2
+        assert opponents is not None and [u for u, _ in opponents] == turn
+        assert [u for u, _ in league.drawn(generation)] == turn  # as league.jsonl records
         assert all(p is past for _, p in opponents)
         slots = league.slots(generation)
         rt.start()
@@ -450,6 +454,42 @@ def test_scripted_teams_leave_past_champions_draws_as_they_were() -> None:
     assert seen == {(True, 0), (True, 1), (False, 0), (False, 1)}
     both.close()
     good.close()
+
+
+def test_past_and_scripted_teams_each_send_their_opponents_to_the_teams_they_name() -> None:
+    """The heuristic to the prey, past champions to the predators: the same opponents drawn as
+    with neither key, each met by the team named for it."""
+    over = {**MIXED, "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
+    both = Trainer(tag_cfg(**over))
+    split = Trainer(tag_cfg(**{**over, "population": {**over["population"],
+                                                      "scripted_teams": ["good"],
+                                                      "past_teams": ["adversaries"]}}))
+    for t in (both, split):
+        assert t.league is not None
+        t.league.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
+    assert both.league is not None and split.league is not None
+    seen = set()
+    for g in range(1, 60):
+        for (u, e), (v, f) in zip(both.league.draws(g), split.league.draws(g), strict=True):
+            assert e == f  # the same opponents drawn
+            assert v == (1 if e == versus.SCRIPTED else 0)
+            seen.add((e == versus.SCRIPTED, u))
+    assert seen == {(True, 0), (True, 1), (False, 0), (False, 1)}  # both teams met both before
+    for t in (both, split):
+        t.close()
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({**PAST, "population": {"past_opponents": 2, "past_teams": ["prey"]}}, "adversaries, good"),
+    ({**PAST, "population": {"past_opponents": 2, "past_teams": []}}, "one or more teams"),
+    ({**PAST, "population": {"past_opponents": 0, "past_teams": ["good"]}}, "is 0"),
+    ({**PAST, "population": {"teams": "joint", "past_opponents": 0, "past_teams": ["good"]}},
+     "set it to null"),
+])
+def test_past_teams_config_errors(over: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        Trainer(tag_cfg(**over)).close()
+    assert "population.past_teams" in str(ei.value) and says in str(ei.value)
 
 
 @pytest.mark.parametrize(("over", "says"), [

@@ -208,6 +208,10 @@ class PopulationConfig:
         None, "teams: the teams whose members play the scripted heuristic where "
         "scripted_opponents draws it (the heuristic takes every other team's seats); null: "
         "every team, alternating by slot and window")
+    past_teams: list[str] | None = _f(
+        None, "teams: the teams whose members play the past champions where past_opponents "
+        "draws them (the champions take every other team's seats); null: every team, "
+        "alternating by slot and window")
     scripted_teams_until: int | None = _f(
         None, "teams: the env steps for which scripted_teams holds; the windows that start at "
         "or past them draw the heuristic against every team, as with scripted_teams null "
