@@ -116,24 +116,25 @@ def facing_heuristic(cfg: Any, names: list[str]) -> list[int]:
                               "plays the heuristic throughout): name the teams there, or set "
                               "this key to null")
         return list(range(len(names)))
-    return named_teams(cfg, "scripted_teams", "scripted_opponents", "draw", names)
+    return named_teams(cfg, "scripted_teams", "scripted_opponents", "the scripted heuristic",
+                       "draw", names)
 
 
 def facing_past(cfg: Any, names: list[str]) -> list[int]:
     """The indices of the teams named by ``population.past_teams`` (null: all)."""
-    return named_teams(cfg, "past_teams", "past_opponents", "keep", names)
+    return named_teams(cfg, "past_teams", "past_opponents", "past champions", "keep", names)
 
 
-def named_teams(cfg: Any, key: str, source: str, verb: str, names: list[str]) -> list[int]:
-    """The indices of the teams that ``population.<key>`` names to meet the opponents of
-    ``population.<source>`` (null: every team), which must be on."""
+def named_teams(cfg: Any, key: str, source: str, what: str, verb: str,
+                names: list[str]) -> list[int]:
+    """The indices of the teams that ``population.<key>`` names to meet ``what``, the
+    opponents that ``population.<source>`` is on to ``verb`` (null: every team)."""
     chosen = getattr(cfg.population, key)
     if chosen is None:
         return list(range(len(names)))
-    what = {"scripted_opponents": "the scripted heuristic", "past_opponents": "past champions"}
     said = f"config key 'population.{key}': {chosen}"
     if not getattr(cfg.population, source):
-        raise ConfigError(f"{said} names the teams that play {what[source]}, which "
+        raise ConfigError(f"{said} names the teams that play {what}, which "
                           f"population.{source} is 0 to {verb}: set it above 0, or this key "
                           "to null")
     if not chosen or any(t not in names for t in chosen):

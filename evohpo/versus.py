@@ -140,7 +140,8 @@ class League:
         until = self.cfg.population.scripted_teams_until
         facing = self.scripted_teams if until is None or env_steps < until else every
         drawn = []
-        for j, e in enumerate(picks):  # the teams in turn; the heuristic meets `facing` only
+        for j, e in enumerate(picks):  # the teams in turn; the heuristic meets `facing` only,
+            # past champions the teams of population.past_teams
             turns = facing if e == SCRIPTED else every if e == LIVE else self.past_teams
             drawn.append((turns[(j + generation) % len(turns)], e))
         return drawn
