@@ -436,34 +436,18 @@ def test_scripted_teams_config_errors(over: dict[str, Any], says: str) -> None:
     assert "population.scripted_teams" in str(ei.value) and says in str(ei.value)
 
 
-def test_scripted_teams_leave_past_champions_draws_as_they_were() -> None:
+@pytest.mark.parametrize(("named", "past_to"), [
+    ({"scripted_teams": ["good"]}, None),  # past champions: every team in turn, as before
+    ({"scripted_teams": ["good"], "past_teams": ["adversaries"]}, 0),
+])
+def test_named_teams_meet_the_opponents_drawn_as_without_them(named: dict[str, Any],
+                                                              past_to: int | None) -> None:
+    """The heuristic to the prey (population.scripted_teams), past champions to the team of
+    population.past_teams: the same opponents drawn as with neither key, each met by the team
+    named for it."""
     over = {**MIXED, "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
     both = Trainer(tag_cfg(**over))
-    good = Trainer(tag_cfg(**{**over, "population": {**over["population"],
-                                                     "scripted_teams": ["good"]}}))
-    for t in (both, good):
-        assert t.league is not None
-        t.league.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
-    assert both.league is not None and good.league is not None
-    seen = set()
-    for g in range(1, 60):
-        for (u, e), (v, f) in zip(both.league.draws(g), good.league.draws(g), strict=True):
-            assert e == f  # the same opponents drawn
-            assert v == (1 if e == versus.SCRIPTED else u)  # the heuristic meets the prey only
-            seen.add((e == versus.SCRIPTED, u))
-    assert seen == {(True, 0), (True, 1), (False, 0), (False, 1)}
-    both.close()
-    good.close()
-
-
-def test_past_and_scripted_teams_each_send_their_opponents_to_the_teams_they_name() -> None:
-    """The heuristic to the prey, past champions to the predators: the same opponents drawn as
-    with neither key, each met by the team named for it."""
-    over = {**MIXED, "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
-    both = Trainer(tag_cfg(**over))
-    split = Trainer(tag_cfg(**{**over, "population": {**over["population"],
-                                                      "scripted_teams": ["good"],
-                                                      "past_teams": ["adversaries"]}}))
+    split = Trainer(tag_cfg(**{**over, "population": {**over["population"], **named}}))
     for t in (both, split):
         assert t.league is not None
         t.league.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
@@ -472,7 +456,7 @@ def test_past_and_scripted_teams_each_send_their_opponents_to_the_teams_they_nam
     for g in range(1, 60):
         for (u, e), (v, f) in zip(both.league.draws(g), split.league.draws(g), strict=True):
             assert e == f  # the same opponents drawn
-            assert v == (1 if e == versus.SCRIPTED else 0)
+            assert v == (1 if e == versus.SCRIPTED else u if past_to is None else past_to)
             seen.add((e == versus.SCRIPTED, u))
     assert seen == {(True, 0), (True, 1), (False, 0), (False, 1)}  # both teams met both before
     for t in (both, split):
