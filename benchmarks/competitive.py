@@ -191,6 +191,10 @@ MODES: dict[str, dict[str, Any]] = {
                              "population.scripted_teams": ["good"],
                              "population.past_opponents": 8,
                              "population.past_teams": ["adversaries"]},
+    # the simple_adversary preset with 2 members per team where it has 4: each member collects
+    # twice the env steps of the same budget and takes twice the updates (pairs, at the
+    # preset's settings)
+    "framed_wide_pairs": {**LEARNED_UPDATES, "population.size": 2},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
@@ -201,6 +205,9 @@ MODES: dict[str, dict[str, Any]] = {
     # framed_wide_joint with two gradient steps per learn: the all-agent sum beside the
     # simple_adversary preset at its own updates per env step
     "framed_wide_joint_updates": {**WIDE_JOINT, "algo.gradient_steps": 2},
+    # framed_wide_joint_updates with 2 members where it has 4: the all-agent sum beside
+    # framed_wide_pairs
+    "framed_wide_joint_pairs": {**WIDE_JOINT, "algo.gradient_steps": 2, "population.size": 2},
 }
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
@@ -217,7 +224,8 @@ WIDE_VARIANTS = ("framed_wide_past", "framed_wide_adv", "framed_wide_learned",
                  "framed_wide_per_team")
 # the variants of the simple_adversary preset (framed_wide_learned_updates): each also meets
 # the preset's run and the two-step sum's
-PRESET_VARIANTS = ("framed_wide_learned_split", "framed_wide_per_team", "framed_wide_past_adv")
+PRESET_VARIANTS = ("framed_wide_learned_split", "framed_wide_per_team", "framed_wide_past_adv",
+                   "framed_wide_pairs")
 PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams"),
          ("teams", "learned"), ("scripted", "teams"), ("scripted", "joint"),
          *((v, b) for v in VARIANTS
@@ -227,6 +235,7 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("framed_wide", "framed_wide_joint"),
          ("framed_wide_learned_updates", "framed_wide_learned"),
          ("framed_wide_learned_updates", "framed_wide_joint_updates"),
+         ("framed_wide_pairs", "framed_wide_joint_pairs"),
          *((v, b) for v in PRESET_VARIANTS
            for b in ("framed_wide_learned_updates", "framed_wide_joint_updates")),
          *((v, b) for v in WIDE_VARIANTS for b in ("framed_wide", "framed_wide_joint")),
@@ -245,6 +254,8 @@ BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams
          "framed_joint": "framed", "framed_wide_joint": "framed_wide",
          "framed_wide_joint_updates": "framed_wide_learned_updates",
          "framed_wide_past_adv": "framed_wide_learned_updates",
+         "framed_wide_pairs": "framed_wide_learned_updates",
+         "framed_wide_joint_pairs": "framed_wide_pairs",
          "updates_shaped_joint": "updates_shaped"}
 
 
