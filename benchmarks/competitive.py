@@ -81,6 +81,9 @@ LEARNED_UPDATES: dict[str, Any] = {**LEARNED, "algo.gradient_steps": 2}
 # one population driving every agent (the all-agent sum) at framed_wide's two frames and width
 WIDE_JOINT: dict[str, Any] = {"population.teams": "joint", "env.frames": 2,
                               "algo.hidden": [128, 128]}
+# framed_wide_joint with two gradient steps per learn: the all-agent sum at the
+# simple_adversary preset's updates per env step
+WIDE_JOINT_UPDATES: dict[str, Any] = {**WIDE_JOINT, "algo.gradient_steps": 2}
 # the simple_tag preset (scripted, five gradient steps per learn) with the predators shaped
 UPDATES_SHAPED: dict[str, Any] = {**SCRIPTED, "algo.gradient_steps": 5,
                                   "env.shaping": {"adversaries": 1.0}}
@@ -204,10 +207,10 @@ MODES: dict[str, dict[str, Any]] = {
     "framed_wide_joint": WIDE_JOINT,
     # framed_wide_joint with two gradient steps per learn: the all-agent sum beside the
     # simple_adversary preset at its own updates per env step
-    "framed_wide_joint_updates": {**WIDE_JOINT, "algo.gradient_steps": 2},
+    "framed_wide_joint_updates": WIDE_JOINT_UPDATES,
     # framed_wide_joint_updates with 2 members where it has 4: the all-agent sum beside
     # framed_wide_pairs
-    "framed_wide_joint_pairs": {**WIDE_JOINT, "algo.gradient_steps": 2, "population.size": 2},
+    "framed_wide_joint_pairs": {**WIDE_JOINT_UPDATES, "population.size": 2},
 }
 # the variants of scripted: each meets the scripted and joint runs (the first two the teams run
 # too) and pairs its reference table with the scripted run
