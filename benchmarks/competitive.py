@@ -198,6 +198,10 @@ MODES: dict[str, dict[str, Any]] = {
     # twice the env steps of the same budget and takes twice the updates (pairs, at the
     # preset's settings)
     "framed_wide_pairs": {**LEARNED_UPDATES, "population.size": 2},
+    # the simple_tag preset (updates_shaped) with 2 members per team where it has 4: each
+    # member collects twice the env steps of the same budget and takes twice the updates (the
+    # predators beat the heuristic in every seed only once the 2M runs went on to 3M)
+    "updates_shaped_pairs": {**UPDATES_SHAPED, "population.size": 2},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
@@ -247,12 +251,15 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("adv_first", "updates_shaped"), ("adv_first", "updates_shaped_joint"),
          ("adv_first", "shaped_adv"),
          ("updates_shaped", "updates_shaped_joint"),
+         ("updates_shaped_pairs", "updates_shaped"),
+         ("updates_shaped_pairs", "updates_shaped_joint"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
          "shaped_adv": "updates_shaped", "adv_first": "updates_shaped",
+         "updates_shaped_pairs": "updates_shaped",
          **{v: "framed" for v in FRAMED_VARIANTS}, **{v: "framed_wide" for v in WIDE_VARIANTS},
          "framed_joint": "framed", "framed_wide_joint": "framed_wide",
          "framed_wide_joint_updates": "framed_wide_learned_updates",
