@@ -202,6 +202,10 @@ MODES: dict[str, dict[str, Any]] = {
     # member collects twice the env steps of the same budget and takes twice the updates (the
     # predators beat the heuristic in every seed only once the 2M runs went on to 3M)
     "updates_shaped_pairs": {**UPDATES_SHAPED, "population.size": 2},
+    # the simple_tag preset with 8 members per team where it has 4 (and 16 envs, so that each
+    # slot keeps one env against the heuristic): each member collects half the env steps of the
+    # same budget and takes half the updates, among twice as many opponents to select against
+    "updates_shaped_eights": {**UPDATES_SHAPED, "population.size": 8, "env.num_envs": 16},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
@@ -253,13 +257,15 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("updates_shaped", "updates_shaped_joint"),
          ("updates_shaped_pairs", "updates_shaped"),
          ("updates_shaped_pairs", "updates_shaped_joint"),
+         ("updates_shaped_eights", "updates_shaped"),
+         ("updates_shaped_eights", "updates_shaped_joint"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
          **{v: "scripted" for v in VARIANTS}, "framed_pairs": "pairs",
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
          "shaped_adv": "updates_shaped", "adv_first": "updates_shaped",
-         "updates_shaped_pairs": "updates_shaped",
+         "updates_shaped_pairs": "updates_shaped", "updates_shaped_eights": "updates_shaped",
          **{v: "framed" for v in FRAMED_VARIANTS}, **{v: "framed_wide" for v in WIDE_VARIANTS},
          "framed_joint": "framed", "framed_wide_joint": "framed_wide",
          "framed_wide_joint_updates": "framed_wide_learned_updates",
