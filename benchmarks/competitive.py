@@ -206,6 +206,10 @@ MODES: dict[str, dict[str, Any]] = {
     # slot keeps one env against the heuristic): each member collects half the env steps of the
     # same budget and takes half the updates, among twice as many opponents to select against
     "updates_shaped_eights": {**UPDATES_SHAPED, "population.size": 8, "env.num_envs": 16},
+    # the simple_tag preset with actors and critics starting 128 wide where it starts 64 wide
+    # (as the simple_adversary preset does): a critic over every agent's observation and action
+    # with twice the units per layer
+    "updates_shaped_wide": {**UPDATES_SHAPED, "algo.hidden": [128, 128]},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
@@ -259,6 +263,7 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("updates_shaped_pairs", "updates_shaped_joint"),
          ("updates_shaped_eights", "updates_shaped"),
          ("updates_shaped_eights", "updates_shaped_joint"),
+         ("updates_shaped_wide", "updates_shaped"), ("updates_shaped_wide", "updates_shaped_joint"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
@@ -266,6 +271,7 @@ BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams
          "updates_shaped": "updates", "shaped_anchored": "updates_shaped",
          "shaped_adv": "updates_shaped", "adv_first": "updates_shaped",
          "updates_shaped_pairs": "updates_shaped", "updates_shaped_eights": "updates_shaped",
+         "updates_shaped_wide": "updates_shaped",
          **{v: "framed" for v in FRAMED_VARIANTS}, **{v: "framed_wide" for v in WIDE_VARIANTS},
          "framed_joint": "framed", "framed_wide_joint": "framed_wide",
          "framed_wide_joint_updates": "framed_wide_learned_updates",
