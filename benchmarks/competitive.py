@@ -214,6 +214,9 @@ MODES: dict[str, dict[str, Any]] = {
     # shaped): the all-agent sum beside that preset
     "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
                              "env.shaping": {"adversaries": 1.0}},
+    # updates_shaped_joint 128 wide: the all-agent sum beside updates_shaped_wide
+    "updates_shaped_wide_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
+                                  "env.shaping": {"adversaries": 1.0}, "algo.hidden": [128, 128]},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # former simple_adversary preset
     "framed_wide_joint": WIDE_JOINT,
@@ -264,6 +267,7 @@ PAIRS = (("teams", "joint"), ("elo", "teams"), ("past", "teams"), ("pbt", "teams
          ("updates_shaped_eights", "updates_shaped"),
          ("updates_shaped_eights", "updates_shaped_joint"),
          ("updates_shaped_wide", "updates_shaped"), ("updates_shaped_wide", "updates_shaped_joint"),
+         ("updates_shaped_wide", "updates_shaped_wide_joint"),
          *((v, "framed") for v in FRAMED_VARIANTS))  # head to head
 # each variant's champions against the references, paired with the run it changes
 BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams",
@@ -278,7 +282,8 @@ BASES = {"past": "teams", "pbt": "teams", "learned": "teams", "scripted": "teams
          "framed_wide_past_adv": "framed_wide_learned_updates",
          "framed_wide_pairs": "framed_wide_learned_updates",
          "framed_wide_joint_pairs": "framed_wide_pairs",
-         "updates_shaped_joint": "updates_shaped"}
+         "updates_shaped_joint": "updates_shaped",
+         "updates_shaped_wide_joint": "updates_shaped_wide"}
 
 
 def run_dir(out: Path, env: str, mode: str, seed: int) -> Path:
