@@ -94,8 +94,9 @@ class League:
             "set it to 0") if p else None)
         # population.scripted_teams: the indices of the teams whose members play it, in turn,
         # until population.scripted_teams_until; the env steps where this window started
-        self.scripted_teams = play.facing_heuristic(cfg, [t for t, _ in teams])
-        self.past_teams = play.facing_past(cfg, [t for t, _ in teams])  # population.past_teams
+        names = [t for t, _ in teams]
+        self.scripted_teams = play.facing_heuristic(cfg, names)
+        self.past_teams = play.facing_past(cfg, names)  # population.past_teams
         self.started = 0
         # eval.heuristic_weight: part of the fitness from a match against the heuristic
         w = cfg.eval.heuristic_weight
