@@ -87,6 +87,9 @@ WIDE_JOINT_UPDATES: dict[str, Any] = {**WIDE_JOINT, "algo.gradient_steps": 2}
 # the simple_tag preset (scripted, five gradient steps per learn) with the predators shaped
 UPDATES_SHAPED: dict[str, Any] = {**SCRIPTED, "algo.gradient_steps": 5,
                                   "env.shaping": {"adversaries": 1.0}}
+# one population driving every agent (the all-agent sum) at the simple_tag preset's settings
+UPDATES_SHAPED_JOINT: dict[str, Any] = {"population.teams": "joint", "algo.gradient_steps": 5,
+                                        "env.shaping": {"adversaries": 1.0}}
 MODES: dict[str, dict[str, Any]] = {
     "teams": {"population.teams": "auto"},                            # a population per team
     "joint": {"population.teams": "joint"},                           # the all-agent sum
@@ -212,11 +215,9 @@ MODES: dict[str, dict[str, Any]] = {
     "updates_shaped_wide": {**UPDATES_SHAPED, "algo.hidden": [128, 128]},
     # joint at the simple_tag preset's settings (five gradient steps per learn, the predators
     # shaped): the all-agent sum beside that preset
-    "updates_shaped_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
-                             "env.shaping": {"adversaries": 1.0}},
+    "updates_shaped_joint": UPDATES_SHAPED_JOINT,
     # updates_shaped_joint 128 wide: the all-agent sum beside updates_shaped_wide
-    "updates_shaped_wide_joint": {"population.teams": "joint", "algo.gradient_steps": 5,
-                                  "env.shaping": {"adversaries": 1.0}, "algo.hidden": [128, 128]},
+    "updates_shaped_wide_joint": {**UPDATES_SHAPED_JOINT, "algo.hidden": [128, 128]},
     # joint at framed_wide's settings (two frames, 128 wide): the all-agent sum beside the
     # former simple_adversary preset
     "framed_wide_joint": WIDE_JOINT,

@@ -92,9 +92,9 @@ class League:
             spec, cfg.env.name, cfg.env.kwargs,
             f"the scripted heuristic of config key 'population.scripted_opponents' ({p})",
             "set it to 0") if p else None)
+        names = [t for t, _ in teams]
         # population.scripted_teams: the indices of the teams whose members play it, in turn,
         # until population.scripted_teams_until; the env steps where this window started
-        names = [t for t, _ in teams]
         self.scripted_teams = play.facing_heuristic(cfg, names)
         self.past_teams = play.facing_past(cfg, names)  # population.past_teams
         self.started = 0
