@@ -482,7 +482,7 @@ def evaluate(out: Path, env: str, seed: int, episodes: int, mode: str,
     arena, champ = Arena(d, episodes, 10**6 + seed), load(champion(d, at), d)
     key = {"env": env, "seed": seed, "mode": mode}
     return (against_references(arena, champ, env, key),
-            against_earlier(arena, champ, d, at, key))
+            against_earlier(arena, champ, champion(d, at), d, at, key))
 
 
 def against_references(arena: Arena, champ: Any, env: str,
@@ -508,18 +508,42 @@ def against_references(arena: Arena, champ: Any, env: str,
     return rows
 
 
-def against_earlier(arena: Arena, champ: Any, d: Path, at: int | None,
+def same_networks(a: Path, b: Path) -> bool:
+    """Whether two best.pt-like files hold the same algorithm state, tensor for tensor: the
+    same member's snapshot (a run whose selection keeps one member keeps it at every mark)."""
+    import torch
+
+    from evohpo import checkpoint
+
+    def leaves(x: Any) -> list[Any]:
+        if isinstance(x, torch.Tensor):
+            return [x]
+        items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else []
+        return [t for v in items for t in leaves(v)]
+
+    ta, tb = (leaves(checkpoint.load(p)[1]["algo"]) for p in (a, b))
+    return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y)
+                                      for x, y in zip(ta, tb, strict=True))
+
+
+def against_earlier(arena: Arena, champ: Any, path: Path, d: Path, at: int | None,
                     key: dict[str, Any]) -> list[dict[str, Any]]:
-    """``champ`` head to head with the earlier champions run ``d`` kept (``atN.pt``: of the
-    generation N% into the run; with ``at``, only those before it), seat by seat: the champion
-    minus the earlier one, each against the earlier champion's other team and against the
-    champion's own (as runs meet in ``head_to_head``), and the mean of the two."""
+    """``champ`` (from ``path``) head to head with the earlier champions run ``d`` kept
+    (``atN.pt``: of the generation N% into the run; with ``at``, only those before it), seat by
+    seat: the champion minus the earlier one, each against the earlier champion's other team
+    and against the champion's own (as runs meet in ``head_to_head``), and the mean of the
+    two. An earlier champion that is the champion itself (the same snapshot) is not played:
+    its rows say so, where a match would give a difference of exactly zero."""
     kept = sorted((p for p in (d / "champions").glob("at*.pt")
                    if at is None or int(p.stem[2:]) < at), key=lambda p: int(p.stem[2:]))
     rows = []
     T = len(arena.teams)
     own = arena.play([champ] * T)  # the champion against itself: the same in every meeting
     for p in kept:
+        if same_networks(path, p):
+            rows += [{**key, "team": team, "earlier": f"gen {p.stem[2:]}%", "same": True,
+                      "beats": "the same snapshot"} for team, _ in arena.teams]
+            continue
         earlier = load(p, d)
         for (team, _), (home, away) in zip(arena.teams,
                                            arena.meet([champ] * T, [earlier] * T, own),
@@ -658,6 +682,10 @@ def main() -> None:
                       "champion's own | both (head to head) | beats |\n"
                       "|---|---|---|---|---|---|---|")
             for r in earlier:
+                if r.get("same"):
+                    print(f"| {r['seed']} | {r['team']} | {r['earlier']} | - | - | - | "
+                          f"{r['beats']} |")
+                    continue
                 print(f"| {r['seed']} | {r['team']} | {r['earlier']} | "
                       f"{span(r['theirs'], r['theirs_half'])} | {span(r['ours'], r['ours_half'])}"
                       f" | {span(r['diff'], r['diff_half'])} | {r['beats']} |")
