@@ -23,7 +23,9 @@ on ``--episodes`` fresh episodes per pairing (seed 10**6 + run seed):
    champion minus the earlier one against the earlier one's other team and against the final
    champion's own, each episode's mean of the two deciding the same way. (Against the earlier
    one's other team alone, the earlier champion plays the opponents its team was selected
-   against, and an early opponent that loses to everyone tells no two policies apart.)
+   against, and an early opponent that loses to everyone tells no two policies apart.) An
+   earlier champion that is the final one's own snapshot (a joint run keeps one member until
+   a better one displaces it) is not played: its rows say "the same snapshot".
 2. *Teams against joint.* In each seat, the teams run's policy and the joint run's policy
    each play against both runs' other team; the table gives the teams run's return minus the
    joint run's, averaged over the two opponents (and beside it, against each run's other team
