@@ -481,10 +481,11 @@ def evaluate(out: Path, env: str, seed: int, episodes: int, mode: str,
     """The run's champion (with ``at``, the one it kept ``at``% into the run) on the seed's
     evaluation episodes: its rows against the references and against its earlier champions."""
     d = run_dir(out, env, mode, seed)
-    arena, champ = Arena(d, episodes, 10**6 + seed), load(champion(d, at), d)
+    path = champion(d, at)
+    arena, champ = Arena(d, episodes, 10**6 + seed), load(path, d)
     key = {"env": env, "seed": seed, "mode": mode}
     return (against_references(arena, champ, env, key),
-            against_earlier(arena, champ, champion(d, at), d, at, key))
+            against_earlier(arena, champ, path, d, at, key))
 
 
 def against_references(arena: Arena, champ: Any, env: str,
@@ -510,9 +511,8 @@ def against_references(arena: Arena, champ: Any, env: str,
     return rows
 
 
-def same_networks(a: Path, b: Path) -> bool:
-    """Whether two best.pt-like files hold the same algorithm state, tensor for tensor: the
-    same member's snapshot (a run whose selection keeps one member keeps it at every mark)."""
+def snapshot(path: Path) -> list[Any]:
+    """The tensors of the algorithm state in a best.pt-like file, in order."""
     import torch
 
     from evohpo import checkpoint
@@ -523,9 +523,16 @@ def same_networks(a: Path, b: Path) -> bool:
         items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else []
         return [t for v in items for t in leaves(v)]
 
-    ta, tb = (leaves(checkpoint.load(p)[1]["algo"]) for p in (a, b))
-    return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y)
-                                      for x, y in zip(ta, tb, strict=True))
+    return leaves(checkpoint.load(path)[1]["algo"])
+
+
+def same_snapshot(a: list[Any], b: list[Any]) -> bool:
+    """Whether two ``snapshot``s are equal tensor for tensor: the same member's snapshot (a run
+    whose selection keeps one member keeps it at every mark)."""
+    import torch
+
+    return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y)
+                                    for x, y in zip(a, b, strict=True))
 
 
 def against_earlier(arena: Arena, champ: Any, path: Path, d: Path, at: int | None,
@@ -541,8 +548,9 @@ def against_earlier(arena: Arena, champ: Any, path: Path, d: Path, at: int | Non
     rows = []
     T = len(arena.teams)
     own = arena.play([champ] * T)  # the champion against itself: the same in every meeting
+    mine = snapshot(path)
     for p in kept:
-        if same_networks(path, p):
+        if same_snapshot(mine, snapshot(p)):
             rows += [{**key, "team": team, "earlier": f"gen {p.stem[2:]}%", "same": True,
                       "beats": "the same snapshot"} for team, _ in arena.teams]
             continue
