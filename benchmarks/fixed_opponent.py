@@ -8,13 +8,13 @@ scripted heuristic) learning alone against the scripted heuristic playing the ot
 
 The other team's agents are played inside the env (``make``: a PettingZoo ParallelEnv whose
 agents are the learning team only), so evohpo trains a one-team population of the env's MATD3
-preset (with one gradient step per learn unless ``--set algo.gradient_steps=N``, 64 wide unless
-``--set algo.hidden=[...]``, and the preset's ``env.frames``) against a fixed opponent. It
-separates "can the learner play this seat at all" from the league: in a league the opponents
-change as they learn. ``--shaping c`` adds the learning team's potential-based shaping of
-``env.shaping`` (:class:`evohpo.shaping.Shaping`, the same code; simple_tag only) inside the env
-with coefficient ``c``; every run's champion is then scored on the env's own rewards, on
-``--episodes`` fresh episodes, beside the heuristic in the same seat.
+preset (with one gradient step per learn unless ``--set algo.gradient_steps=N``, and the
+preset's ``env.frames``) against a fixed opponent. It separates "can the learner play this seat
+at all" from the league: in a league the opponents change as they learn. ``--shaping c`` adds
+the learning team's potential-based shaping of ``env.shaping`` (:class:`evohpo.shaping.Shaping`,
+the same code; simple_tag only) inside the env with coefficient ``c``; every run's champion is
+then scored on the env's own rewards, on ``--episodes`` fresh episodes, beside the heuristic in
+the same seat.
 """
 
 from __future__ import annotations
@@ -154,9 +154,9 @@ def main() -> None:
                 api.resume(d, steps=args.steps)
             else:
                 cfg = C.read_yaml(preset_path("matd3", args.env))  # all but the env name
-                # one gradient step per learn and 64 wide, as measured before the simple_tag
-                # preset took five and started 128 wide
-                cfg["algo"] = {**cfg["algo"], "gradient_steps": 1, "hidden": [64, 64]}
+                # one gradient step per learn, as measured before the simple_tag preset took
+                # five
+                cfg["algo"] = {**cfg["algo"], "gradient_steps": 1}
                 # one team learns here: no other team's targets to take (the simple_adversary
                 # preset's learned ones included)
                 cfg["population"] = {**cfg["population"], "scripted_opponents": 0.0,
