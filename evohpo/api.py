@@ -269,8 +269,14 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
         raise ConfigError(f"the run already has {meta['env_steps']:,} env steps ({given}); "
                           "pass --steps N with N above that to extend its budget")
     checkpoint.truncate_run_files(path, meta["files"])
-    note = f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps"
-    return _run(cfg, path, state, [note], callbacks, quiet, loggers)
+    notes = [f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps"]
+    from evohpo.loggers import machine_kind, other_machines
+
+    if others := other_machines(path):
+        notes.append(f"note: this run trained before on {'; '.join(others)}, and goes on here on "
+                     f"{machine_kind()}: the same seed repeats a run exactly only on one kind of "
+                     "machine, so from here on it need not match the run trained in one go")
+    return _run(cfg, path, state, notes, callbacks, quiet, loggers)
 
 
 def _run(cfg: C.Config, run_dir: Path, state: Any, notes: list[str],

@@ -42,6 +42,49 @@ def atomic_write_text(path: Path, text: str) -> None:
 PACKAGES = ("evohpo", "torch", "numpy", "pettingzoo", "mpe2", "wandb", "matplotlib")
 
 
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            head = f.read().split("\n\n", 1)[0]
+    except OSError:
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in head.splitlines())}
+
+
+def machine_kind() -> str:
+    """What decides a run's floating-point arithmetic on the CPU: the processor's vendor, family,
+    model and stepping, and the vector kernels torch picks for it (a VM often names its CPU no
+    more precisely than "AMD EPYC", while the kernels, and so the last bits of a result, differ
+    between its generations). The same seed repeats a run exactly only on one kind."""
+    info = _cpuinfo()
+    ids = [info.get(k) for k in ("vendor_id", "cpu family", "model", "stepping")]
+    cpu = (f"{ids[0]} family {ids[1]} model {ids[2]} stepping {ids[3]}" if all(ids)
+           else platform.processor() or platform.machine())
+    torch = sys.modules.get("torch")  # loaded by every run before its loggers open
+    if torch is not None:
+        cpu += f", torch {torch.__version__} {torch.backends.cpu.get_cpu_capability()}"
+    return cpu
+
+
+def other_machines(run_dir: Path) -> list[str]:
+    """The kinds of machine (:func:`machine_kind`) other than this one that a run has trained
+    on, from its system.jsonl (lines written before the kind was recorded say nothing)."""
+    here, seen = machine_kind(), []
+    try:
+        lines = (run_dir / "system.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    for ln in lines:
+        try:
+            kind = json.loads(ln).get("machine")
+        except (ValueError, AttributeError):
+            continue  # a torn last line of a crashed write
+        if isinstance(kind, str) and kind != here and kind not in seen:
+            seen.append(kind)
+    return seen
+
+
 def system_info() -> dict[str, Any]:
     """Where and with what a run ran: versions, machine, command line (one line of system.jsonl)."""
     from importlib import metadata
@@ -52,13 +95,8 @@ def system_info() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    cpu = platform.processor() or platform.machine()
-    try:  # the model name is only in /proc on Linux; platform.processor() is often empty there
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                       cpu)
-    except OSError:
-        pass
+    # the model name is only in /proc on Linux; platform.processor() is often empty there
+    cpu = _cpuinfo().get("model name") or platform.processor() or platform.machine()
     gpus: list[str] = []
     torch = sys.modules.get("torch")  # only ask torch about GPUs if the run has loaded it already
     if torch is not None and torch.cuda.is_available():
@@ -68,7 +106,8 @@ def system_info() -> dict[str, Any]:
     except (ValueError, OSError, AttributeError):
         mem_gb = None
     return {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
-            "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
+            "platform": platform.platform(), "cpu": cpu, "machine": machine_kind(),
+            "cpu_count": os.cpu_count(),
             "memory_gb": round(mem_gb, 1) if mem_gb else None, "gpus": gpus,
             "versions": versions, "argv": list(sys.argv)}
 

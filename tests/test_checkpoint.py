@@ -58,6 +58,27 @@ def test_resume_equals_uninterrupted(tmp_path: Path, first: int, strategy: str) 
     assert elapsed == sorted(elapsed)  # the run's clock goes on across the resume
 
 
+def test_resume_on_another_kind_of_machine_says_so(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A run repeats exactly only where the arithmetic is the same: system.jsonl records the
+    machine's kind, and a resume on another kind tells the user."""
+    from evohpo.loggers import machine_kind
+
+    run = tmp_path / "r"
+    assert train(run, 32) == 0
+    lines = read_jsonl(run / "system.jsonl")
+    assert [ln["machine"] for ln in lines] == [machine_kind()]
+    assert main(["train", "--resume", str(run), "--steps", "48"]) == 0
+    assert "need not match" not in capsys.readouterr().out  # the same kind: nothing to say
+    other = "OtherVendor family 6 model 1 stepping 0, torch 2.13.0+cpu AVX2"
+    with open(run / "system.jsonl", "a") as f:
+        f.write(json.dumps({**lines[0], "machine": other}) + "\n")
+    assert main(["train", "--resume", str(run), "--steps", "64"]) == 0
+    out = capsys.readouterr().out
+    assert f"trained before on {other}" in out and machine_kind() in out, out
+    assert len(read_jsonl(run / "system.jsonl")) == 4  # one line per process that wrote
+
+
 def test_ou_noise_state_survives_a_checkpoint(tmp_path: Path) -> None:
     """OU noise keeps a state per agent; a checkpoint gives it back as tensors."""
     ou = ("--set", "algo.noise=ou")

@@ -238,7 +238,10 @@ def system(run: Run) -> str:
     rows = []
     for s in run.system:
         v = s.get("versions", {})
-        rows.append([s.get("time"), s.get("host"), f"{s.get('cpu')} ({s.get('cpu_count')} cores)",
+        cpu = f"{s.get('cpu')} ({s.get('cpu_count')} cores)"
+        if s.get("machine"):  # what decides the arithmetic: a run repeats exactly on one kind
+            cpu += f"; {s['machine']}"
+        rows.append([s.get("time"), s.get("host"), cpu,
                      f"{s.get('memory_gb')} GiB", ", ".join(s.get("gpus") or []) or "none",
                      s.get("platform"), ", ".join(f"{k} {x}" for k, x in v.items() if x),
                      " ".join(s.get("argv") or [])])
