@@ -270,12 +270,15 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
                           "pass --steps N with N above that to extend its budget")
     checkpoint.truncate_run_files(path, meta["files"])
     notes = [f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps"]
-    from evohpo.loggers import machine_kind, other_machines
+    from evohpo.loggers import machine_kind
+    from evohpo.report.data import read_jsonl
 
-    if others := other_machines(path):
+    here = machine_kind()  # lines written before the kind was recorded say nothing
+    if others := list(dict.fromkeys(k for ln in read_jsonl(path / "system.jsonl")
+                                    if isinstance(k := ln.get("machine"), str) and k != here)):
         notes.append(f"note: this run trained before on {'; '.join(others)}, and goes on here on "
-                     f"{machine_kind()}: the same seed repeats a run exactly only on one kind of "
-                     "machine, so from here on it need not match the run trained in one go")
+                     f"{here}: the same seed repeats a run exactly only on one kind of machine, "
+                     "so from here on it need not match the run trained in one go")
     return _run(cfg, path, state, notes, callbacks, quiet, loggers)
 
 

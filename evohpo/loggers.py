@@ -67,24 +67,6 @@ def machine_kind() -> str:
     return cpu
 
 
-def other_machines(run_dir: Path) -> list[str]:
-    """The kinds of machine (:func:`machine_kind`) other than this one that a run has trained
-    on, from its system.jsonl (lines written before the kind was recorded say nothing)."""
-    here, seen = machine_kind(), []
-    try:
-        lines = (run_dir / "system.jsonl").read_text().splitlines()
-    except OSError:
-        return []
-    for ln in lines:
-        try:
-            kind = json.loads(ln).get("machine")
-        except (ValueError, AttributeError):
-            continue  # a torn last line of a crashed write
-        if isinstance(kind, str) and kind != here and kind not in seen:
-            seen.append(kind)
-    return seen
-
-
 def system_info() -> dict[str, Any]:
     """Where and with what a run ran: versions, machine, command line (one line of system.jsonl)."""
     from importlib import metadata
