@@ -23,19 +23,14 @@ from typing import Any
 import numpy as np
 
 from evohpo import config as C
+from evohpo.config.presets import PRESETS_DIR, preset_path
 from evohpo.errors import ConfigError, EvohpoError
-from evohpo.loggers import Logger
+from evohpo.logs.loggers import Logger
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "system.jsonl", "report.html")
 
 
 # ----------------------------------------------------------------------------- configs
-
-def preset_path(algo: str, env: str) -> Path:
-    """configs/<algo>_<env without 'simple_'>.yaml: the shipped defaults for that pair."""
-    return CONFIG_DIR / f"{algo}_{env.removeprefix('simple_')}.yaml"
-
 
 def as_layer(config: C.Config | Mapping[str, Any] | str | Path | None) -> dict[str, Any]:
     """A config layer from a Config, a mapping, a YAML file or a shipped preset's name."""
@@ -46,8 +41,8 @@ def as_layer(config: C.Config | Mapping[str, Any] | str | Path | None) -> dict[s
     if isinstance(config, Mapping):
         return dict(config)
     path = Path(config)
-    if not path.suffix and not path.exists() and (CONFIG_DIR / f"{path}.yaml").is_file():
-        path = CONFIG_DIR / f"{path}.yaml"  # a shipped preset by name, e.g. matd3_speaker_listener
+    if not path.suffix and not path.exists() and (PRESETS_DIR / f"{path}.yaml").is_file():
+        path = PRESETS_DIR / f"{path}.yaml"  # a shipped preset by name, e.g. matd3_speaker_listener
     return C.read_yaml(path)
 
 
@@ -236,7 +231,7 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
     from evohpo.envs import spec_for
-    from evohpo.play import keeps_next_actions, playing_teams
+    from evohpo.runtime.evaluate import keeps_next_actions, playing_teams
 
     # a bad env, league keys the game cannot take or an impossible buffer (with the optional
     # fields the runtime will add) are refused before a run directory appears
@@ -270,7 +265,7 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
                           "pass --steps N with N above that to extend its budget")
     checkpoint.truncate_run_files(path, meta["files"])
     notes = [f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps"]
-    from evohpo.loggers import machine_kind
+    from evohpo.logs.loggers import machine_kind
     from evohpo.report.data import read_jsonl
 
     here = machine_kind()  # lines written before the kind was recorded say nothing
@@ -284,8 +279,8 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
 
 def _run(cfg: C.Config, run_dir: Path, state: Any, notes: list[str],
          callbacks: Sequence[Callback], quiet: bool, extra: Sequence[Logger]) -> TrainResult:
-    from evohpo.loggers import ConsoleLogger, JsonlLogger, Loggers, atomic_write_text
-    from evohpo.trainer import Trainer
+    from evohpo.logs.loggers import ConsoleLogger, JsonlLogger, Loggers, atomic_write_text
+    from evohpo.loop.trainer import Trainer
 
     atomic_write_text(run_dir / "config.yaml", C.dump(cfg))
     loggers: list[Logger] = list(extra)
@@ -294,7 +289,7 @@ def _run(cfg: C.Config, run_dir: Path, state: Any, notes: list[str],
     if cfg.logging.console and not quiet:
         loggers.append(ConsoleLogger(cfg.steps, initial=state[0]["env_steps"] if state else 0))
     if cfg.logging.wandb.mode != "disabled":
-        from evohpo.wandb_logger import WandbLogger
+        from evohpo.logs.wandb import WandbLogger
 
         try:
             loggers.append(WandbLogger(cfg, run_dir, resume=state is not None))
@@ -367,7 +362,7 @@ class Run:
         return read_jsonl(self.run_dir / "metrics.jsonl")
 
     def member(self, which: str | int = "best") -> Agent:
-        from evohpo.playback import load_member
+        from evohpo.playback.load import load_member
 
         _, _, algo, info = load_member(self.run_dir, str(which))
         return Agent(info.get("id"), algo, info)
@@ -375,7 +370,7 @@ class Run:
     def evaluate(self, which: str | int = "best", episodes: int | None = None,
                  seed: int = 0) -> dict[str, np.ndarray]:
         """Per-agent returns of complete noise-free episodes, as the trainer scores them."""
-        from evohpo.play import play
+        from evohpo.runtime.evaluate import play
 
         agent = self.member(which)
         return play(self.config, agent.algo, agent.algo.spec,

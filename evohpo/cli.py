@@ -11,8 +11,7 @@ from typing import NoReturn
 
 from evohpo import config as C
 from evohpo import paths
-from evohpo.api import CONFIG_DIR, preset_path  # noqa: F401 (benchmarks and scripts use them)
-from evohpo.argtypes import WandbMode, whole
+from evohpo.config.argtypes import WandbMode, whole
 from evohpo.errors import ConfigError, EvohpoError
 
 
@@ -51,25 +50,26 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evohpo import play, playback
+    from evohpo.playback import load
+    from evohpo.runtime import evaluate
 
     run_dir = Path(args.run)
     if args.against:
         return eval_against(args)
-    cfg, spec, algo, info = playback.load_member(run_dir, args.member)
+    cfg, spec, algo, info = load.load_member(run_dir, args.member)
     if args.render and args.render != "human":  # said before the episode plays, not after
         paths.output_file(Path(args.render), "--render", make_parent=True)
     episodes = args.episodes if args.episodes is not None else (
         info.get("episodes") or cfg.eval.episodes)  # the best member: as many as confirmed it
     if args.render:
-        frames = playback.render(cfg, algo, args.render, args.seed)
+        frames = load.render(cfg, algo, args.render, args.seed)
         if frames:
             print(f"wrote {args.render} ({frames} frames)")
         return 0
-    returns = play.play(cfg, algo, spec, episodes, args.seed)
-    agents = play.fitness_agents(cfg.eval.fitness_agents, spec)
-    total = play.episode_totals(returns, agents)
-    teams = play.playing_teams(cfg, spec)
+    returns = evaluate.play(cfg, algo, spec, episodes, args.seed)
+    agents = evaluate.fitness_agents(cfg.eval.fitness_agents, spec)
+    total = evaluate.episode_totals(returns, agents)
+    teams = evaluate.playing_teams(cfg, spec)
     who = ("the champions" if teams and "teams" in info else f"member {info.get('id')}"
            + (f" (team {info['team']}; {info['others']} play the others)"
               if "others" in info else ""))
@@ -78,7 +78,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")
     if teams:  # each team's own return: there is no one fitness
         for name, team_agents in teams:
-            t = play.episode_totals(returns, team_agents)
+            t = evaluate.episode_totals(returns, team_agents)
             print(f"    {'team ' + name:<20} return {t.mean():9.3f} +- {t.std():.3f}")
         return 0
     print(f"    {'fitness (' + '+'.join(agents) + ')' if len(agents) < 4 else 'fitness (sum)':<20} "
@@ -87,19 +87,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def eval_against(args: argparse.Namespace) -> int:
-    from evohpo import play, playback
+    from evohpo.playback import load
+    from evohpo.runtime import evaluate
 
     if args.render:
         raise ConfigError("--render and --against: render a run's own champions (leave out "
                           "--against)")
-    cfg, teams, team, what, returns = playback.against(
+    cfg, teams, team, what, returns = load.against(
         Path(args.run), args.member, args.against, args.team, args.episodes, args.seed)
     n = len(next(iter(returns.values())))
     print(f"member {args.member} of {args.run} plays {team}; {what} plays "
           f"{', '.join(name for name, _ in teams if name != team)} on {cfg.env.name}: "
           f"{n} episodes, seed {args.seed}")
     for name, agents in teams:
-        total = play.episode_totals(returns, agents)
+        total = evaluate.episode_totals(returns, agents)
         who = "member" if name == team else "opponent"
         print(f"    {name + ' (' + who + ')':<28} return {total.mean():9.3f} +- "
               f"{total.std():.3f}")
@@ -107,17 +108,17 @@ def eval_against(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from evohpo import playback
+    from evohpo.playback import load
 
     paths.output_dir(Path(args.out), "--out")
-    for p in playback.export(Path(args.run), Path(args.out), args.member):
+    for p in load.export(Path(args.run), Path(args.out), args.member):
         print(f"wrote {p}")
     return 0
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
     from evohpo.envs import MPE2_ENVS, probe
-    from evohpo.teams import describe_teams
+    from evohpo.envs.teams import describe_teams
 
     for name in MPE2_ENVS:
         specs = {mode: probe(name, {"continuous_actions": mode == "continuous"})

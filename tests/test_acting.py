@@ -13,11 +13,11 @@ import torch
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches, optim
 from evohpo.algos.acting import PopulationActor
 from evohpo.algos.arch_mutations import apply_edits
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.algos.explore import squash
 from evohpo.algos.matd3 import LearnInputs
-from evohpo.buffer import ReplayBuffer
-from evohpo.evolution import mutate_weights
-from evohpo.networks import ACTIVATIONS, MLP, add_nodes, numpy_activation
+from evohpo.algos.networks import ACTIVATIONS, MLP, add_nodes, numpy_activation
+from evohpo.evolve.evolution import mutate_weights
 from tests.test_algos import fill, hetero_spec
 
 HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.01,

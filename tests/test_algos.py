@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
-from evohpo.buffer import ReplayBuffer
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.envs import probe
 from evohpo.envs.registry import AgentSpec, EnvSpec
 

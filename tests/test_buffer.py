@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from evohpo.buffer import Batch, ReplayBuffer
+from evohpo.algos.buffer import Batch, ReplayBuffer
 from evohpo.envs.registry import AgentSpec, EnvSpec
 
 SPEC = EnvSpec(

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from evohpo import checkpoint, play, playback
+from evohpo import checkpoint
 from evohpo.cli import main
+from evohpo.playback import load as playback
+from evohpo.runtime import evaluate as play
 from tests.test_trainer import read_jsonl, strip_time
 
 ARGS = ["--algo", "matd3", "--env", "simple_speaker_listener", "--quiet",
@@ -62,7 +64,7 @@ def test_resume_on_another_kind_of_machine_says_so(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """A run repeats exactly only where the arithmetic is the same: system.jsonl records the
     machine's kind, and a resume on another kind tells the user."""
-    from evohpo.loggers import machine_kind
+    from evohpo.logs.loggers import machine_kind
 
     run = tmp_path / "r"
     assert train(run, 32) == 0

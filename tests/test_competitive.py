@@ -10,14 +10,15 @@ import pytest
 import torch
 import yaml
 
-from evohpo import api, checkpoint, versus
+from evohpo import api, checkpoint
 from evohpo import config as C
 from evohpo.cli import main
 from evohpo.envs import spec_for
 from evohpo.errors import ConfigError
-from evohpo.loggers import JsonlLogger, summary_line
-from evohpo.play import Score, playing_teams
-from evohpo.trainer import Trainer
+from evohpo.games import league as versus
+from evohpo.logs.loggers import JsonlLogger, summary_line
+from evohpo.loop.trainer import Trainer
+from evohpo.runtime.evaluate import Score, playing_teams
 from tests.test_trainer import NO_MUTATION, TINY, read_jsonl, strip_time, trained
 
 TAG = {"env": {"name": "simple_tag", "kwargs": {"continuous_actions": True, "max_cycles": 25}},
@@ -189,7 +190,7 @@ FRAMED = {"env": {"num_envs": 4, "frames": 3}, "population": {"scripted_opponent
     # the other team's next actions from each member's own model, but as played where the
     # heuristic played it (population.opponent_actions: mixed)
     (80, {**SCRIPTED, "population": {"scripted_opponents": 1.0, "opponent_actions": "mixed"}}),
-    (80, {"eval": {"champion": "hill", "champion_episodes": 4}})])  # kept champions: evohpo.hill
+    (80, {"eval": {"champion": "hill", "champion_episodes": 4}})])  # kept champions
 def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, Any]) -> None:
     base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
     (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**over))))
@@ -343,7 +344,7 @@ def test_past_opponents_config_errors(over: dict[str, Any], says: str) -> None:
 
 @pytest.mark.parametrize("facing", [None, ["good"], ["adversaries"], ["good", "adversaries"]])
 def test_scripted_heuristic_plays_the_second_half_of_each_slot(facing: list[str] | None) -> None:
-    from evohpo.references import Scripted, heuristic_policy
+    from evohpo.games.references import Scripted, heuristic_policy
 
     t = Trainer(tag_cfg(**{**SCRIPTED, "population": {"scripted_opponents": 1.0,
                                                        "scripted_teams": facing}}))

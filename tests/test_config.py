@@ -13,7 +13,7 @@ from evohpo import config as C
 from evohpo.config import Config
 from evohpo.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "evohpo" / "presets"
 
 
 def _err(layers: list[dict]) -> str:

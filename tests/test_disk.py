@@ -14,7 +14,7 @@ import torch
 
 from evohpo import checkpoint
 from evohpo import config as C
-from evohpo.trainer import Trainer
+from evohpo.loop.trainer import Trainer
 from tests.mounts import small_fs
 from tests.test_faults import Messages
 from tests.test_trainer import TINY

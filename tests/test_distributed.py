@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from evohpo import config as C
-from evohpo.buffer import ReplayBuffer
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.cli import main
-from evohpo.distributed import resolve_resources
-from evohpo.distributed.group import add_rows, group_config, new_rows
 from evohpo.envs import probe
 from evohpo.errors import ConfigError
+from evohpo.runtime.ray import resolve_resources
+from evohpo.runtime.ray.group import add_rows, group_config, new_rows
 from tests.test_trainer import TINY
 
 NO_RAY = "Ray is not installed; pip install 'evohpo[ray]'"

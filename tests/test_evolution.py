@@ -15,7 +15,7 @@ from evohpo import config as C
 from evohpo.algos import MATD3, Hyperparams, Switches
 from evohpo.config import HyperparamSpace, MutationConfig
 from evohpo.envs.registry import AgentSpec, EnvSpec
-from evohpo.evolution import (
+from evohpo.evolve.evolution import (
     INT_HPS,
     KINDS,
     OPERATORS,

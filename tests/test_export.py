@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from evohpo import playback
 from evohpo.cli import main
+from evohpo.playback import load as playback
 from tests.test_checkpoint import train
 
 README = Path(__file__).resolve().parent.parent / "README.md"

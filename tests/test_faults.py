@@ -16,8 +16,8 @@ from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.cli import main
 from evohpo.errors import ConfigError, Diverged, EnvError
-from evohpo.loggers import Logger
-from evohpo.trainer import Trainer
+from evohpo.logs.loggers import Logger
+from evohpo.loop.trainer import Trainer
 from tests.test_trainer import TINY
 
 FAULT = "tests.fault_envs:fault_env"
@@ -192,7 +192,7 @@ def test_agent_leaving_mid_episode_is_masked() -> None:
 
 
 def test_masked_agent_rows_do_not_train_its_critic() -> None:
-    from evohpo.buffer import ReplayBuffer
+    from evohpo.algos.buffer import ReplayBuffer
     from tests.test_algos import HP, fill, hetero_spec, switches
 
     spec = hetero_spec(False)
@@ -273,8 +273,8 @@ def test_buffer_too_big_for_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_buffer_check_counts_the_next_actions_a_team_run_keeps(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
+    from evohpo.algos.buffer import ReplayBuffer
     from evohpo.api import resolve
-    from evohpo.buffer import ReplayBuffer
     from evohpo.envs import spec_for
 
     # the preset (teams, two frames) with critic targets from the next actions as played

@@ -13,8 +13,8 @@ from evohpo import api
 from evohpo import config as C
 from evohpo.cli import main
 from evohpo.envs import make_pool, probe, spec_for
-from evohpo.play import episode_returns
-from evohpo.references import heuristic_policy
+from evohpo.games.references import heuristic_policy
+from evohpo.runtime.evaluate import episode_returns
 from tests.test_batched import random_actions
 from tests.test_trainer import TINY
 

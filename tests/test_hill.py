@@ -11,13 +11,14 @@ import pytest
 import torch
 import yaml
 
-from evohpo import checkpoint, hill
+from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.algos import Algorithm
 from evohpo.cli import main
 from evohpo.envs import spec_for
-from evohpo.play import Teams, playing_teams
-from evohpo.trainer import Trainer
+from evohpo.games import hill
+from evohpo.loop.trainer import Trainer
+from evohpo.runtime.evaluate import Teams, playing_teams
 from tests.test_competitive import TEAMS, run, tag_cfg
 from tests.test_trainer import read_jsonl, strip_time
 

@@ -18,16 +18,19 @@ import pytest
 import torch
 
 import evohpo
-from evohpo import checkpoint, play, playback, space
+from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.algos import Hyperparams
-from evohpo.best import BestKeeper, fresh_seeds
 from evohpo.config import EvolutionConfig, MutationConfig
 from evohpo.envs import probe
-from evohpo.evolution import independent, next_generation, truncation, worse_beyond
-from evohpo.play import Score
-from evohpo.population import make_population
+from evohpo.evolve import space
+from evohpo.evolve.evolution import independent, next_generation, truncation, worse_beyond
+from evohpo.evolve.population import make_population
+from evohpo.loop.best import BestKeeper, fresh_seeds
+from evohpo.playback import load as playback
 from evohpo.report.data import read_jsonl
+from evohpo.runtime import evaluate as play
+from evohpo.runtime.evaluate import Score
 
 TOY = "tests.toy_envs:target_game"
 HP_NAMES = [f.name for f in dataclasses.fields(Hyperparams)]
@@ -102,7 +105,7 @@ def test_updates_per_env_step_is_searched_only_when_asked() -> None:
         for f in dataclasses.fields(C.HyperparamSpace)}))
     hp = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=64, learn_step=25, tau=0.01,
                      expl_noise=0.1, min_updates_per_step=0.2)
-    from evohpo.evolution import mutate_hyperparameter
+    from evohpo.evolve.evolution import mutate_hyperparameter
     change = mutate_hyperparameter(hp, cfg, np.random.default_rng(0))
     assert change.changes == {"min_updates_per_step": 0.25}  # 0.4, clipped at the max
 
@@ -205,7 +208,7 @@ def test_sampled_population_matches_its_birth_records() -> None:
 
 
 def test_sampled_batch_size_respects_the_buffer_capacity() -> None:
-    from evohpo.trainer import Trainer
+    from evohpo.loop.trainer import Trainer
 
     cfg = sample_cfg(8, algo={"batch_size": 64, "hidden": [16]}, buffer={"capacity": 100})
     t = Trainer(cfg)

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from evohpo.league import (
+from evohpo.games.schedule import (
     ELO_START,
     cross_play_fitness,
     elo_update,

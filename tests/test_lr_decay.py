@@ -10,9 +10,9 @@ import pytest
 import evohpo
 from evohpo import api
 from evohpo.cli import main
-from evohpo.loggers import JsonlLogger
+from evohpo.logs.loggers import JsonlLogger
+from evohpo.loop.trainer import Trainer
 from evohpo.runtime import lr_factor
-from evohpo.trainer import Trainer
 from tests.test_api import TINY as API_TINY
 from tests.test_trainer import read_jsonl, strip_time, tiny
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from evohpo.buffer import ReplayBuffer
-from evohpo.distributed.group import add_rows, new_rows
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.errors import ConfigError
-from evohpo.references import heuristic_policy
-from evohpo.trainer import Trainer
+from evohpo.games.references import heuristic_policy
+from evohpo.loop.trainer import Trainer
+from evohpo.runtime.ray.group import add_rows, new_rows
 from tests.test_competitive import SCRIPTED, TEAMS, tag_cfg
 from tests.test_opponent_actions import DUEL, batch, duel
 

@@ -18,13 +18,13 @@ import torch
 from evohpo import config as C
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
 from evohpo.algos import arch_mutations as M
-from evohpo.buffer import Batch, ReplayBuffer
+from evohpo.algos.buffer import Batch, ReplayBuffer
+from evohpo.algos.networks import ACTIVATIONS, MLP, PAIRED
 from evohpo.config import ArchSpace, MutationConfig
 from evohpo.envs.registry import AgentSpec, EnvSpec
-from evohpo.evolution import KINDS, choose_kind, mutate
-from evohpo.networks import ACTIVATIONS, MLP, PAIRED
+from evohpo.evolve.evolution import KINDS, choose_kind, mutate
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "evohpo" / "presets"
 HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.05,
                  expl_noise=0.1)
 GROWTH = ("add_node", "add_layer")
@@ -578,8 +578,8 @@ def test_presets_turn_architecture_mutations_on(path: Path) -> None:
 
 
 def test_trainer_logs_the_architectures_the_lineage_describes(tmp_path: Path) -> None:
-    from evohpo.loggers import JsonlLogger
-    from evohpo.trainer import Trainer
+    from evohpo.logs.loggers import JsonlLogger
+    from evohpo.loop.trainer import Trainer
 
     cfg = C.load([{
         "steps": 96, "device": "cpu", "env": {"num_envs": 2, "pool": "sync"},

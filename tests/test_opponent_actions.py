@@ -11,17 +11,18 @@ import numpy as np
 import pytest
 import torch
 
-from evohpo import api, checkpoint, evolution
+from evohpo import api, checkpoint
 from evohpo import config as C
 from evohpo.algos import MATD3, Switches
 from evohpo.algos.base import Hyperparams
-from evohpo.buffer import Batch, ReplayBuffer
-from evohpo.distributed.group import add_rows, new_rows
+from evohpo.algos.buffer import Batch, ReplayBuffer
 from evohpo.envs.registry import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.lineage import MutationRecord
-from evohpo.playback import load_member
-from evohpo.trainer import Trainer
+from evohpo.evolve import evolution
+from evohpo.evolve.lineage import MutationRecord
+from evohpo.loop.trainer import Trainer
+from evohpo.playback.load import load_member
+from evohpo.runtime.ray.group import add_rows, new_rows
 from tests.test_competitive import TEAMS, tag_cfg
 from tests.test_trainer import NO_MUTATION, trained
 

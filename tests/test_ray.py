@@ -21,11 +21,11 @@ ray = pytest.importorskip("ray")
 from evohpo import checkpoint  # noqa: E402
 from evohpo import config as C  # noqa: E402
 from evohpo.cli import main  # noqa: E402
-from evohpo.distributed import ActorLost  # noqa: E402
-from evohpo.distributed.driver import RayRuntime  # noqa: E402
-from evohpo.loggers import JsonlLogger  # noqa: E402
+from evohpo.logs.loggers import JsonlLogger  # noqa: E402
+from evohpo.loop.trainer import Trainer  # noqa: E402
 from evohpo.runtime.local import LocalRuntime  # noqa: E402
-from evohpo.trainer import Trainer  # noqa: E402
+from evohpo.runtime.ray import ActorLost  # noqa: E402
+from evohpo.runtime.ray.driver import RayRuntime  # noqa: E402
 from tests.test_trainer import TINY, read_jsonl, strip_time  # noqa: E402
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from evohpo.envs import MPE2_ENVS, make_pool, probe
 from evohpo.errors import ConfigError
-from evohpo.play import episode_returns
-from evohpo.references import RandomPolicy, heuristic_available, reference_policy
+from evohpo.games.references import RandomPolicy, heuristic_available, reference_policy
+from evohpo.runtime.evaluate import episode_returns
 
 HEURISTIC_ENVS = ("simple_tag", "simple_adversary", "simple_push")
 MODES = {"continuous": True, "discrete": False}

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from evohpo import config as C
-from evohpo import versus
 from evohpo.cli import main
 from evohpo.errors import ConfigError
-from evohpo.trainer import Trainer
+from evohpo.games import league as versus
+from evohpo.loop.trainer import Trainer
 from tests.test_competitive import SCRIPTED, tag_cfg
 from tests.test_trainer import read_jsonl, strip_time
 

@@ -10,9 +10,9 @@ import pytest
 from mpe2 import simple_tag_v3
 
 from evohpo.envs import spec_for
+from evohpo.envs.shaping import Shaping
 from evohpo.errors import ConfigError
-from evohpo.shaping import Shaping
-from evohpo.trainer import Trainer
+from evohpo.loop.trainer import Trainer
 from tests.test_competitive import run, tag_cfg
 from tests.test_trainer import read_jsonl, strip_time
 

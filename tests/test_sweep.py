@@ -104,9 +104,9 @@ def test_shipped_sweep_compares_mutation_only(tmp_path: Path) -> None:
 def test_shipped_hpo_sweep_is_the_benchmarks_main_comparison(tmp_path: Path) -> None:
     """Random search, PBT as the preset ships it, selection alone and the tournament, from one
     sampled start per seed (the preset kept as member 0), at equal env steps."""
-    root = Path(__file__).parent.parent / "configs"
-    sw = load_sweep(root / "sweeps" / "hpo_value_speaker_listener.yaml", tmp_path)
-    shipped = C.load([C.read_yaml(root / "matd3_speaker_listener.yaml")])
+    root = Path(__file__).parent.parent
+    sw = load_sweep(root / "configs" / "sweeps" / "hpo_value_speaker_listener.yaml", tmp_path)
+    shipped = C.load([C.read_yaml(root / "evohpo" / "presets" / "matd3_speaker_listener.yaml")])
     by = {v: [j for j in sw.jobs if j.variant == v]
           for v in ("random_search", "pbt", "selection_only", "tournament")}
     assert sw.jobs[0].variant == "random_search" and len(sw.jobs) == sum(map(len, by.values()))

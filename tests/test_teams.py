@@ -9,8 +9,8 @@ import pytest
 from evohpo import config as C
 from evohpo.cli import main
 from evohpo.envs import MPE2_ENVS, make_pool, probe, spec_for
+from evohpo.envs.teams import derive_teams, resolve_teams, team_of
 from evohpo.errors import ConfigError
-from evohpo.teams import derive_teams, resolve_teams, team_of
 
 ONE = "team"
 # every mpe2 env with its default kwargs -> its teams, agents in env order

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from evohpo import config as C
-from evohpo.buffer import ReplayBuffer
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.cli import main
 from evohpo.envs import MPE2_ENVS, make_env, make_pool, probe
 from evohpo.envs.pool import episode_seed
-from evohpo.loggers import summary_line
-from evohpo.trainer import Trainer
+from evohpo.logs.loggers import summary_line
+from evohpo.loop.trainer import Trainer
 
 TINY = {
     "steps": 64, "device": "cpu",
@@ -89,7 +89,7 @@ def test_stored_next_obs_at_truncation_is_real_final_obs(continuous: bool) -> No
 
 
 def run_trainer(cfg: C.Config, tmp: Path) -> tuple[list[dict], list[dict]]:
-    from evohpo.loggers import JsonlLogger
+    from evohpo.logs.loggers import JsonlLogger
 
     tmp.mkdir(parents=True, exist_ok=True)
     log = JsonlLogger(tmp)

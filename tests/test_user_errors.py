@@ -77,7 +77,7 @@ def test_render_path_is_checked_before_the_episode_plays(
     def never(*a: Any, **k: Any) -> None:
         raise AssertionError("the episode played before the path was checked")
 
-    monkeypatch.setattr("evohpo.playback.make_render_env", never)
+    monkeypatch.setattr("evohpo.playback.load.make_render_env", never)
     one_line(
         ["eval", str(run), "--render", "/proc/evohpo.gif"],
         capsys,
@@ -107,9 +107,9 @@ def test_read_only_run_directory(run: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_gif_caption_has_a_band_of_its_own(run: Path, tmp_path: Path) -> None:
     """The step counter sits above the scene, never over an agent or the env's own text."""
-    from evohpo import playback
-    from evohpo.animation import BAND
     from evohpo.envs import make_env
+    from evohpo.playback import load as playback
+    from evohpo.playback.animation import BAND
 
     gif = tmp_path / "ep.gif"
     assert main(["eval", str(run), "--render", str(gif)]) == 0

@@ -18,8 +18,8 @@ import numpy as np
 
 from evohpo.algos.base import Actions, Algorithm
 from evohpo.algos.explore import Part, explore
+from evohpo.algos.networks import MLP, numpy_activation
 from evohpo.envs.registry import EnvSpec
-from evohpo.networks import MLP, numpy_activation
 
 
 class _Stack:

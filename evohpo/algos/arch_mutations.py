@@ -1,8 +1,8 @@
 """Architecture and activation mutations of a MATD3 / MADDPG learner that keep what it learned.
 
-The network-level surgery lives in :mod:`evohpo.networks` (an :class:`~evohpo.networks.Edit`
-per network); this module picks what to mutate, applies the edit to everything that must follow
-it, and says what happened.
+The network-level surgery lives in :mod:`evohpo.algos.networks` (an
+:class:`~evohpo.algos.networks.Edit` per network); this module picks what to mutate, applies
+the edit to everything that must follow it, and says what happened.
 
 What mutates together, and why:
 
@@ -26,7 +26,7 @@ What mutates together, and why:
 
 Randomness comes only from the numpy Generator passed in (a fixed number of draws per call).
 The learner exposes these as ``mutate_architecture`` / ``mutate_activation``; each fills in the
-:class:`~evohpo.lineage.MutationRecord` it is given with what actually happened.
+:class:`~evohpo.evolve.lineage.MutationRecord` it is given with what actually happened.
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import torch
 
-from evohpo.config import ArchSpace
-from evohpo.lineage import MutationRecord
-from evohpo.networks import (
+from evohpo.algos.networks import (
     MLP,
     Edit,
     add_layer,
@@ -49,6 +47,8 @@ from evohpo.networks import (
     remove_nodes,
     set_activation,
 )
+from evohpo.config import ArchSpace
+from evohpo.evolve.lineage import MutationRecord
 
 if TYPE_CHECKING:
     from evohpo.algos.matd3 import MATD3

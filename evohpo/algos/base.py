@@ -13,11 +13,11 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from evohpo.buffer import Batch
+from evohpo.algos.buffer import Batch
+from evohpo.algos.networks import MLP
 from evohpo.config import AlgoConfig, ArchSpace
 from evohpo.envs.registry import EnvSpec
-from evohpo.lineage import MutationRecord
-from evohpo.networks import MLP
+from evohpo.evolve.lineage import MutationRecord
 
 Actions = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]  # (for the env, for the buffer)
 

@@ -24,14 +24,14 @@ import torch.nn.functional as F
 
 from evohpo.algos import arch_mutations, optim
 from evohpo.algos.base import Actions, Hyperparams
+from evohpo.algos.buffer import Batch
 from evohpo.algos.explore import Part, explore, squash_t
 from evohpo.algos.generators import generator_state
+from evohpo.algos.networks import MLP, frozen_copy, polyak_update
 from evohpo.algos.switches import Switches
-from evohpo.buffer import Batch
 from evohpo.config import ArchSpace
 from evohpo.envs.registry import EnvSpec
-from evohpo.lineage import MutationRecord
-from evohpo.networks import MLP, frozen_copy, polyak_update
+from evohpo.evolve.lineage import MutationRecord
 
 
 @dataclass

@@ -22,7 +22,7 @@ def _f(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
     return field(default=default, metadata=meta)
 
 
-# the names of evohpo.networks.ACTIVATIONS
+# the names of evohpo.algos.networks.ACTIVATIONS
 Activation = Literal["relu", "elu", "gelu", "tanh", "leaky_relu", "silu"]
 
 
@@ -201,7 +201,7 @@ class PopulationConfig:
     scripted_opponents: float = _f(
         0.0, "teams: the chance, per slot and window, that the half of the slot's envs where one "
         "team's member meets opponents other than the current members (see past_opponents) is "
-        "played against the env's scripted heuristic (evohpo/references.py) instead; 0: off. "
+        "played against the env's scripted heuristic (evohpo/games/references.py) instead; 0: off. "
         "Without past_opponents the slots that do not draw it play the current members "
         "throughout", lo=0.0, hi=1.0)
     scripted_teams: list[str] | None = _f(
@@ -279,7 +279,7 @@ class EvalConfig:
         "episodes (0: every member of the other team, round robin)", lo=0)
     heuristic_weight: float = _f(
         0.0, "teams: the share of a member's fitness that comes from a match against the env's "
-        "scripted heuristic (evohpo/references.py) on the same eval.episodes episodes, the rest "
+        "scripted heuristic on the same eval.episodes episodes, the rest "
         "from cross-play (eval.team_fitness: return only); 0: cross-play alone", lo=0.0, hi=1.0)
     elo_k: float = _f(16.0, "teams: Elo K factor (rating points a match can move)",
                       lo=0, lo_open=True)
@@ -291,7 +291,7 @@ class EvalConfig:
         "(the last generation's highest cross-play fitness) or hill (a kept champion, replaced "
         "by a generation's champion only when that does at least as well against the same "
         "bench: the other teams' generation champions and the scripted heuristic; see "
-        "evohpo/hill.py)")
+        "evohpo/games/hill.py)")
     champion_episodes: int = _f(
         64, "teams, champion: hill: episodes per bench match", lo=1)
 
@@ -336,7 +336,7 @@ class LoggingConfig:
 class DistributedConfig:
     """Where the population runs (distributed.*): this process, or Ray actors.
 
-    See evohpo.distributed.
+    See evohpo.runtime.ray.
     """
 
     backend: Literal["local", "ray"] = _f(

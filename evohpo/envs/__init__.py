@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from evohpo.envs.pool import StepResult, SyncPool, VectorPool
 from evohpo.envs.registry import MPE2_ENVS, EnvSpec, Team, env_fn, make_env, probe, spec_of
+from evohpo.envs.teams import resolve_teams
 from evohpo.errors import ConfigError
-from evohpo.teams import resolve_teams
 
 if TYPE_CHECKING:
     from evohpo.config.schema import EnvConfig

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from evohpo.envs.teams import ONE_TEAM, derive_teams
 from evohpo.errors import ConfigError, closest
-from evohpo.teams import ONE_TEAM, derive_teams
 
 # short name -> mpe2 module (the versioned module names change; users type the short ones)
 MPE2_ENVS: dict[str, str] = {
@@ -70,7 +70,7 @@ class EnvSpec:
     name: str
     agents: tuple[str, ...]
     per_agent: dict[str, AgentSpec]
-    # team name -> its agents in env order (evohpo.teams); empty: not resolved, one team. Not
+    # team name -> its agents in env order (evohpo.envs.teams); empty: not resolved, one team. Not
     # compared: two specs are equal when their spaces are
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
     # observations stacked per agent (env.frames): the current one, then the frames - 1 before it

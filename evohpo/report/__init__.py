@@ -51,7 +51,7 @@ def build_report(paths: list[Path], out: Path | None = None, title: str | None =
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed, and nothing from the network
-    from evohpo.loggers import atomic_write_text
+    from evohpo.logs.loggers import atomic_write_text
     from evohpo.report import compare, html
     from evohpo.report.data import load_run
 

@@ -3,7 +3,7 @@ simple_tag, simple_adversary, ...): each team's fitness and its members' ratings
 generation's cross-play between the teams' members (``league.jsonl``), and each team's champion
 against the fixed references over time (``vs/<team>/<ref>`` beside ``vs/<team>/<ref>/ref``).
 
-It reads back what :mod:`evohpo.versus` writes: the team names from the ``team/<team>/...``
+It reads back what :mod:`evohpo.games.league` writes: the team names from the ``team/<team>/...``
 metrics, in the env's order of teams, which is also the order of a match's members in
 ``league.jsonl``; a member's team from its lineage records, or else from the seat it played in.
 """

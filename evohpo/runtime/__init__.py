@@ -1,11 +1,11 @@
 """How a window runs: the runtime interface, and the choice between the local and Ray runtimes.
 
-The trainer (:mod:`evohpo.trainer`) decides *when* things happen: windows, evaluation,
+The trainer (:mod:`evohpo.loop.trainer`) decides *when* things happen: windows, evaluation,
 selection, mutation, checkpoints. A runtime decides *how* they run: it holds the placed members'
 envs and replay memory, collects a window of experience while the members learn, plays their
 evaluation episodes, and saves and restores what it holds.
 :class:`~evohpo.runtime.local.LocalRuntime` runs everything in this process;
-:class:`~evohpo.distributed.driver.RayRuntime` runs member groups in Ray actors. Both keep the
+:class:`~evohpo.runtime.ray.driver.RayRuntime` runs member groups in Ray actors. Both keep the
 same per-env bookkeeping (episodes in progress, returns so far, the window's losses), so a
 checkpoint of one resumes on the other.
 """
@@ -24,11 +24,11 @@ import torch
 from evohpo.algos import Algorithm
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
-from evohpo.loggers import Logger
-from evohpo.play import Score, keeps_next_actions, playing_teams
-from evohpo.population import Member
-from evohpo.references import Scripted
-from evohpo.shaping import make_shaping
+from evohpo.envs.shaping import make_shaping
+from evohpo.evolve.population import Member
+from evohpo.games.references import Scripted
+from evohpo.logs.loggers import Logger
+from evohpo.runtime.evaluate import Score, keeps_next_actions, playing_teams
 
 # who plays the other teams in the second half of a slot's envs (see Runtime.place)
 Opponent = Algorithm | Scripted | None

@@ -24,19 +24,19 @@ import torch
 from evohpo.algos import Algorithm
 from evohpo.algos.acting import PopulationActor
 from evohpo.algos.base import Actions
+from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.algos.explore import Part, explore
-from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.config import Config
 from evohpo.devices import auto_choice, gpu_pays
 from evohpo.envs import VectorPool, make_pool
 from evohpo.envs.pool import StepResult
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EnvError
-from evohpo.loggers import Logger
-from evohpo.play import Score, eval_pool, gradient_steps, score
-from evohpo.population import Member
-from evohpo.references import Scripted
+from evohpo.evolve.population import Member
+from evohpo.games.references import Scripted
+from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
+from evohpo.runtime.evaluate import Score, eval_pool, gradient_steps, score
 
 
 def available_memory() -> int | None:

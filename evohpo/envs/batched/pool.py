@@ -22,8 +22,8 @@ import numpy as np
 from evohpo.envs.batched import SCENARIOS
 from evohpo.envs.pool import StepResult, VectorPool, env_seeds, episode_seed
 from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.teams import derive_teams
 from evohpo.errors import ConfigError, EnvError
-from evohpo.teams import derive_teams
 
 
 class BatchedPool(VectorPool):

@@ -24,8 +24,8 @@ from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config
 from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
-from evohpo.play import Policy, Teams, eval_pool, seat_return
-from evohpo.references import heuristic_available, reference_policy
+from evohpo.games.references import heuristic_available, reference_policy
+from evohpo.runtime.evaluate import Policy, Teams, eval_pool, seat_return
 
 
 def bench_seed(seed: int) -> int:

@@ -21,14 +21,14 @@ import torch
 
 from evohpo import config as C
 from evohpo.algos import restore_algo
-from evohpo.buffer import ReplayBuffer
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.checkpoint import map_tree
 from evohpo.envs import spec_for
-from evohpo.loggers import Logger
-from evohpo.play import Score, fitness_agents
-from evohpo.population import Member, member_from, member_meta
-from evohpo.references import Scripted, heuristic_policy
+from evohpo.evolve.population import Member, member_from, member_meta
+from evohpo.games.references import Scripted, heuristic_policy
+from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent
+from evohpo.runtime.evaluate import Score, fitness_agents
 from evohpo.runtime.local import LocalRuntime
 
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition

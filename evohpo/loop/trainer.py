@@ -3,9 +3,10 @@ checkpoint.
 
 The loop decides *when* things happen; the runtime (:mod:`evohpo.runtime`) decides *how* they
 run: locally (one pool, one replay memory) or on Ray (member groups in actors). Scoring is
-:mod:`evohpo.play`'s, the next generation :func:`evohpo.evolution.next_generation`'s, the logged
-metrics :func:`evohpo.metrics.generation_metrics`'s, and what a checkpoint holds
-:class:`evohpo.state.RunState`'s plus the runtime's.
+:mod:`evohpo.runtime.evaluate`'s, the next generation
+:func:`evohpo.evolve.evolution.next_generation`'s, the logged metrics
+:func:`evohpo.loop.metrics.generation_metrics`'s, and what a checkpoint holds
+:class:`evohpo.loop.state.RunState`'s plus the runtime's.
 """
 
 from __future__ import annotations
@@ -24,19 +25,19 @@ import torch
 
 from evohpo import checkpoint
 from evohpo.algos.base import Algorithm
-from evohpo.best import BestKeeper
 from evohpo.config import Config, to_dict
 from evohpo.envs import spec_for
 from evohpo.errors import Diverged, Interrupted
-from evohpo.evolution import MutationRecord, child_seed, next_generation
-from evohpo.loggers import Logger
-from evohpo.metrics import Window, best_index, generation_metrics
-from evohpo.play import Score, fitness_agents, playing_teams
-from evohpo.population import make_population
+from evohpo.evolve.evolution import MutationRecord, child_seed, next_generation
+from evohpo.evolve.population import make_population
+from evohpo.games.league import League
+from evohpo.logs.loggers import Logger
+from evohpo.loop.best import BestKeeper
+from evohpo.loop.metrics import Window, best_index, generation_metrics
+from evohpo.loop.state import RunState
 from evohpo.runtime import Runtime, lr_factor
 from evohpo.runtime.backends import runtime_class
-from evohpo.state import RunState
-from evohpo.versus import League
+from evohpo.runtime.evaluate import Score, fitness_agents, playing_teams
 
 
 def torch_threads(cfg: Config) -> int:
@@ -224,7 +225,7 @@ class Trainer:
         (self.league or self.keeper).load_state_dict(meta, tensors, self.runtime.device)
 
     def keep_best(self, scores: list[Score]) -> None:
-        """Keep the best member (checkpoints/best.pt, eval/best_ever): see :mod:`evohpo.best`.
+        """Keep the best member (checkpoints/best.pt, eval/best_ever): see :mod:`evohpo.loop.best`.
         On a game of several teams: every team's champion, in one algorithm (League.keep)."""
         s, fitness = self.state, [sc.fitness for sc in scores]
         kept: tuple[float, dict[str, Any], Algorithm] | None

@@ -1,7 +1,7 @@
 """Tournament selection with elitism, and mutation operators that say what they did.
 
 Every function takes its random generator as an argument; every mutation returns a
-:class:`~evohpo.lineage.MutationRecord` describing what actually happened (an operator that
+:class:`~evohpo.evolve.lineage.MutationRecord` describing what actually happened (an operator that
 could not apply falls back and is recorded as what it became). Records are written to
 ``lineage.jsonl``. ``mutate`` draws a kind and dispatches through ``OPERATORS``; architecture
 and activation mutations are the algorithm's own (``Algorithm.mutate_architecture`` /
@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from evohpo import space
 from evohpo.config import EvolutionConfig, MutationConfig
-from evohpo.lineage import MutationRecord
+from evohpo.evolve import space
+from evohpo.evolve.lineage import MutationRecord
 
 __all__ = [
     "INT_HPS",

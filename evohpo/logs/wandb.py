@@ -27,7 +27,7 @@ from typing import Any
 
 from evohpo.config import Config, to_dict
 from evohpo.errors import ConfigError, EvohpoError
-from evohpo.loggers import Logger
+from evohpo.logs.loggers import Logger
 
 MEMBER_KEY = re.compile(r"member/([^/]+)/(.+)")
 LAYERS = re.compile(r"\d+(-\d+)*")          # a hidden-layer spec such as "64-64"

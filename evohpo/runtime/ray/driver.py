@@ -29,18 +29,18 @@ import torch
 
 from evohpo import checkpoint
 from evohpo import config as C
+from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.algos.generators import generator_fits
-from evohpo.buffer import ReplayBuffer, human_bytes
 from evohpo.checkpoint import map_tree, rng_from
-from evohpo.distributed import ActorLost, connect, group, require_ray, resolve_resources
-from evohpo.distributed.group import MemberGroup, group_config, member_state
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
-from evohpo.evolution import MutationRecord
-from evohpo.loggers import Logger
-from evohpo.play import Score
-from evohpo.population import Member
+from evohpo.evolve.evolution import MutationRecord
+from evohpo.evolve.population import Member
+from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
+from evohpo.runtime.evaluate import Score
+from evohpo.runtime.ray import ActorLost, connect, group, require_ray, resolve_resources
+from evohpo.runtime.ray.group import MemberGroup, group_config, member_state
 
 
 def first_line(e: BaseException) -> str:

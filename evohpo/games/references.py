@@ -10,8 +10,9 @@ competitive envs from each agent's own observation, with mpe2's default (full) o
 * simple_push: the good agent goes to its goal; the adversary, which is not told the goal,
   takes the landmark nearest the good agent for it and goes there.
 
-All follow :class:`evohpo.play.Policy` and act for every agent; a lineup picks the agents each
-one drives. Movement uses mpe2's action semantics (see ``mpe2/_mpe_utils/simple_env.py``):
+All follow :class:`evohpo.runtime.evaluate.Policy` and act for every agent; a lineup picks the
+agents each one drives. Movement uses mpe2's action semantics (see
+``mpe2/_mpe_utils/simple_env.py``):
 continuous actions are ``[no_action, -x, +x, -y, +y, (communication)]`` in [low, high], the
 force being ``(a[2] - a[1], a[4] - a[3])``; discrete actions are the index (0 no-op, 1 -x,
 2 +x, 3 -y, 4 +y), stored one-hot.
@@ -26,7 +27,7 @@ import numpy as np
 
 from evohpo.envs.registry import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.play import Policy
+from evohpo.runtime.evaluate import Policy
 
 KINDS = ("random", "heuristic")
 Actions = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from evohpo import space
 from evohpo.algos import Algorithm, Hyperparams, build_algo
 from evohpo.checkpoint import rng_from, rng_state
 from evohpo.config import Config
 from evohpo.envs.registry import EnvSpec
-from evohpo.evolution import MutationRecord, child_seed
-from evohpo.play import opponent_actions
+from evohpo.evolve import space
+from evohpo.evolve.evolution import MutationRecord, child_seed
+from evohpo.runtime.evaluate import opponent_actions
 
 
 @dataclass

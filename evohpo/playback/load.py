@@ -19,7 +19,7 @@ from evohpo.envs.factory import parameters
 from evohpo.envs.frames import Stacker
 from evohpo.envs.registry import MPE2_ENVS, AgentSpec, EnvSpec, factory_of
 from evohpo.errors import ConfigError
-from evohpo.play import Teams
+from evohpo.runtime.evaluate import Teams
 
 
 def run_config(run_dir: Path) -> C.Config:
@@ -87,8 +87,8 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
     team's seats: ``random``, ``heuristic``, a member id of the same run (of another team), or
     another run directory (its checkpoints/best.pt champions).
     Returns (config, teams, the team played, the opponent's description, per-agent returns)."""
-    from evohpo.play import play
-    from evohpo.references import reference_policy
+    from evohpo.games.references import reference_policy
+    from evohpo.runtime.evaluate import play
 
     cfg, spec, algo, info = load_member(run_dir, which)
     teams: Teams = [(name, tuple(a)) for name, a in (getattr(spec, "teams", None) or {}).items()]
@@ -194,7 +194,7 @@ def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
         env.close()
     if human:
         return 0
-    from evohpo.animation import write_gif
+    from evohpo.playback.animation import write_gif
 
     return write_gif(frames, target)  # a step counter shows where the episode is
 

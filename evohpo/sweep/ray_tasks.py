@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from evohpo import config as C
-from evohpo.distributed import connect, require_ray
+from evohpo.runtime.ray import connect, require_ray
 
 if TYPE_CHECKING:
     from evohpo.sweep import Job

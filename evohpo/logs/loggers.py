@@ -1,6 +1,6 @@
 """Loggers behind one ``log(metrics, step)``: console (progress bar + a line per generation), JSONL.
 
-W&B is in :mod:`evohpo.wandb_logger` (imported only when a run asks for it).
+W&B is in :mod:`evohpo.logs.wandb` (imported only when a run asks for it).
 """
 
 from __future__ import annotations

@@ -6,14 +6,15 @@ agent and is scored on the sum of all returns is selected for one team losing (o
 sum rewards a prey that gets caught). Here each team evolves its own members instead:
 
 - **Training.** The pool's slots each hold one member of every team; slot ``i`` pairs team 0's
-  member ``i`` with a rotation of the other teams' members (:func:`evohpo.league.training_pairs`)
-  that moves on every window, so each member meets every opponent over ``n`` windows. Every
-  transition goes into the one replay memory, and every member learns from all of it. A member
-  learns its own team's actors and centralised critics; the critics' targets take the other
-  team's next actions from the memory, where each step stores what the opponents played at the
-  next observation (``population.opponent_actions: played``). With ``learned`` a member is a
-  whole MADDPG/MATD3 learner that keeps its own model of the other team instead (``mixed``: but
-  takes the scripted heuristic's as played); either way only its own team's actors ever play.
+  member ``i`` with a rotation of the other teams' members
+  (:func:`evohpo.games.schedule.training_pairs`) that moves on every window, so each member
+  meets every opponent over ``n`` windows. Every transition goes into the one replay memory, and
+  every member learns from all of it. A member learns its own team's actors and centralised
+  critics; the critics' targets take the other team's next actions from the memory, where each
+  step stores what the opponents played at the next observation (``population.opponent_actions:
+  played``). With ``learned`` a member is a whole MADDPG/MATD3 learner that keeps its own model
+  of the other team instead (``mixed``: but takes the scripted heuristic's as played); either
+  way only its own team's actors ever play.
 - **Fitness.** Each window, members of different teams play matches (round robin, or
   ``eval.opponents`` sampled opponents each) on the same ``eval.episodes`` episodes. A member's
   fitness comes only from its own team's returns: the mean over the matches it played
@@ -22,7 +23,7 @@ sum rewards a prey that gets caught). Here each team evolves its own members ins
   name the team.
 - **Absolute progress.** Cross-play says who is better now, not whether the league improved. So
   each team's champion (its highest fitness; with ``eval.champion: hill`` the kept one of
-  :mod:`evohpo.hill`) also plays fixed opponents every generation, on the same episodes each
+  :mod:`evohpo.games.hill`) also plays fixed opponents every generation, on the same episodes each
   time: a random policy, the scripted heuristic where the game has one, and the first
   generation's champions. Each of those numbers sits beside the reference's own return in the
   champion's seat (``vs/<team>/<ref>/ref``): the champion beats a reference when it does
@@ -36,18 +37,26 @@ from typing import Any
 
 import numpy as np
 
-from evohpo import league, play
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config, EvolutionConfig, MutationConfig
 from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.evolution import MutationRecord, Offspring, next_generation
-from evohpo.hill import Hill, combined
-from evohpo.play import Lineup, Policy, Score, Teams, episode_returns, episode_totals, eval_pool
-from evohpo.population import Member
-from evohpo.references import fixed_references, heuristic_policy
-from evohpo.runtime import Opponent
+from evohpo.evolve.evolution import MutationRecord, Offspring, next_generation
+from evohpo.evolve.population import Member
+from evohpo.games import schedule
+from evohpo.games.hill import Hill, combined
+from evohpo.games.references import fixed_references, heuristic_policy
+from evohpo.runtime import Opponent, evaluate
+from evohpo.runtime.evaluate import (
+    Lineup,
+    Policy,
+    Score,
+    Teams,
+    episode_returns,
+    episode_totals,
+    eval_pool,
+)
 from evohpo.runtime.local import nonfinite_weights
 
 REFERENCES = ("random", "heuristic", "first")
@@ -95,8 +104,8 @@ class League:
         names = [t for t, _ in teams]
         # population.scripted_teams: the indices of the teams whose members play it, in turn,
         # until population.scripted_teams_until; the env steps where this window started
-        self.scripted_teams = play.facing_heuristic(cfg, names)
-        self.past_teams = play.facing_past(cfg, names)  # population.past_teams
+        self.scripted_teams = evaluate.facing_heuristic(cfg, names)
+        self.past_teams = evaluate.facing_past(cfg, names)  # population.past_teams
         self.started = 0
         # eval.heuristic_weight: part of the fitness from a match against the heuristic
         w = cfg.eval.heuristic_weight
@@ -113,7 +122,7 @@ class League:
     def slots(self, generation: int) -> list[list[int]]:
         """Which members play in each pool slot this window: ``slots[i][t]`` is the index (in
         the population, team after team) of team ``t``'s member in slot ``i``."""
-        pairs = league.training_pairs(self.n, len(self.teams), generation)
+        pairs = schedule.training_pairs(self.n, len(self.teams), generation)
         return [[t * self.n + p[t] for t in range(len(self.teams))] for p in pairs]
 
     def draws(self, generation: int, env_steps: int = 0) -> list[tuple[int, int]]:
@@ -192,7 +201,7 @@ class League:
             if broken and not m.diverged:
                 m.diverged, m.diverged_why = True, f"non-finite weights in {broken}"
         T = len(self.teams)
-        matches = league.matchups(self.n, T, self.cfg.eval.opponents,
+        matches = schedule.matchups(self.n, T, self.cfg.eval.opponents,
                                   np.random.default_rng(seed))
         played: dict[int, list[dict[str, np.ndarray]]] = {i: [] for i in range(len(members))}
         team_returns = np.full((len(matches), T), np.nan)
@@ -244,7 +253,7 @@ class League:
                    for t in range(T)]
         if ok.any():
             kept = [m for m, good in zip(matches, ok, strict=True) if good]
-            ratings = league.elo_update(ratings, kept, league.outcomes(team_returns[ok]),
+            ratings = schedule.elo_update(ratings, kept, schedule.outcomes(team_returns[ok]),
                                         self.cfg.eval.elo_k)
         out = []
         for t in range(T):
@@ -298,9 +307,9 @@ class League:
         for name, ref in opponents.items():
             for t, (team, _) in enumerate(self.teams):
                 key = f"vs/{team}/{name}"
-                out[key] = play.seat_return(champs[t], t, ref, self.teams, pool, self.ref_seed)
+                out[key] = evaluate.seat_return(champs[t], t, ref, self.teams, pool, self.ref_seed)
                 if key not in self.baseline:  # constant: computed once
-                    self.baseline[key] = play.seat_return(ref[t], t, ref, self.teams, pool,
+                    self.baseline[key] = evaluate.seat_return(ref[t], t, ref, self.teams, pool,
                                                           self.ref_seed)
                 out[key + "/ref"] = self.baseline[key]
         return out

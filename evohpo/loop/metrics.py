@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.evolution import KINDS, MutationRecord
-from evohpo.play import Score
-from evohpo.population import Member
+from evohpo.evolve.evolution import KINDS, MutationRecord
+from evohpo.evolve.population import Member
 from evohpo.runtime import WindowStats
+from evohpo.runtime.evaluate import Score
 
 
 @dataclass(frozen=True)

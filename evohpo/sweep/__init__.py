@@ -3,7 +3,7 @@
 A sweep file::
 
     name: evo_vs_fixed            # default: the file's name
-    base: matd3_speaker_listener  # a shipped preset (configs/<base>.yaml) or a config file path
+    base: matd3_speaker_listener  # a shipped preset's name or a config file path
     set: {eval: {episodes: 8}}    # overrides for every job (nested, or dotted: eval.episodes: 8)
     steps: 500000                 # env steps per run (every job gets the same budget)
     seeds: [0, 1, 2]
@@ -37,7 +37,7 @@ import yaml
 
 from evohpo import config as C
 from evohpo import paths
-from evohpo.argtypes import WandbMode, whole
+from evohpo.config.argtypes import WandbMode, whole
 from evohpo.errors import ConfigError, EvohpoError
 
 SWEEP_KEYS = ("name", "description", "base", "set", "steps", "seeds", "variants", "grid", "out_dir")
@@ -84,18 +84,18 @@ def expand(d: Any, where: str) -> dict[str, Any]:
 
 
 def base_config(base: str | None, sweep_file: Path) -> dict[str, Any]:
-    """A shipped preset name (configs/<name>.yaml) or a config file (relative to the sweep file)."""
-    from evohpo.api import CONFIG_DIR
+    """A shipped preset's name or a config file (relative to the sweep file)."""
+    from evohpo.config.presets import PRESETS_DIR
 
     if not base:
         return {}
     p = Path(base)
-    candidates = [p] if p.is_absolute() else [sweep_file.parent / p, Path.cwd() / p, CONFIG_DIR / p,
-                                              CONFIG_DIR / f"{base}.yaml"]
+    candidates = [p] if p.is_absolute() else [
+        sweep_file.parent / p, Path.cwd() / p, PRESETS_DIR / p, PRESETS_DIR / f"{base}.yaml"]
     for c in candidates:
         if c.is_file():
             return C.read_yaml(c)
-    presets = sorted(q.stem for q in CONFIG_DIR.glob("*.yaml"))
+    presets = sorted(q.stem for q in PRESETS_DIR.glob("*.yaml"))
     raise ConfigError(f"sweep {str(sweep_file)!r}: base {base!r} is neither a config file nor "
                       f"a preset (presets: {', '.join(presets)})")
 
@@ -186,7 +186,7 @@ def status(job: Job) -> str:
 def run_job(job: Job, quiet: bool = False, overwrite: bool = False) -> dict[str, Any]:
     """Run one job exactly as ``evohpo train --config`` would (same code, in this process)."""
     from evohpo import api
-    from evohpo.loggers import atomic_write_text
+    from evohpo.logs.loggers import atomic_write_text
 
     state = "new" if overwrite else status(job)
     t0 = time.perf_counter()
@@ -236,10 +236,10 @@ def runner(args: argparse.Namespace, sw: Sweep) -> Callable[..., list[dict[str, 
         bool(sw.jobs) and all(j.config["distributed"]["backend"] == "ray" for j in sw.jobs))))
     if not ray:
         return RUNNERS["local"]
-    from evohpo.distributed import require_ray
+    from evohpo.runtime.ray import require_ray
 
     require_ray()
-    from evohpo.distributed.tasks import run_ray
+    from evohpo.sweep.ray_tasks import run_ray
 
     return functools.partial(run_ray, run_job, address=args.ray_address)
 

@@ -20,7 +20,7 @@ from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config
 from evohpo.envs import VectorPool
 from evohpo.envs.registry import EnvSpec
-from evohpo.play import Score, eval_pool, score
+from evohpo.runtime.evaluate import Score, eval_pool, score
 
 
 def fresh_seeds(eval_seed: int) -> tuple[int, int]:

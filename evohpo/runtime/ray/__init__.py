@@ -2,7 +2,7 @@
 
 What runs where:
 
-* **Actors** (:class:`~evohpo.distributed.group.MemberGroup`, one per ``distributed.num_actors``):
+* **Actors** (:class:`~evohpo.runtime.ray.group.MemberGroup`, one per ``distributed.num_actors``):
   each holds ``population.size / num_actors`` member slots, its share of ``env.num_envs`` envs,
   and its own copy of the replay memory. It runs the local trainer's loop for its members
   (act -> step_async -> learn -> step_wait -> store) for a whole evolution window, and
@@ -10,7 +10,7 @@ What runs where:
   ``distributed.cpus_per_actor`` CPUs and ``distributed.gpus_per_actor`` GPUs (a fraction
   shares a GPU between actors; null shares the cluster's GPUs evenly).
 * **The driver** runs the trainer's own loop with the Ray runtime
-  (:class:`~evohpo.distributed.driver.RayRuntime`) in place of the local one, and keeps the
+  (:class:`~evohpo.runtime.ray.driver.RayRuntime`) in place of the local one, and keeps the
   books: evaluation seeds, selection and mutation, logging, lineage and checkpoints (the local
   format). Weights, optimizer
   state and random generators travel as state dicts through Ray's object store.

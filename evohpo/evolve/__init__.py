@@ -1,0 +1,1 @@
+"""Evolution: selection strategies, mutation operators, the search space and the population."""

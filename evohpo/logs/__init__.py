@@ -1,0 +1,1 @@
+"""What a run writes as it goes: console, JSONL and Weights & Biases."""
