@@ -42,7 +42,8 @@ import numpy as np
 
 from evohpo.report.compare import t95  # two-sided 95% t quantiles
 
-OVERLAYS = Path(__file__).parent / "overlays" / "hpo"  # starts/<start>.yaml, variants/<variant>.yaml
+# starts/<start>.yaml and variants/<variant>.yaml
+OVERLAYS = Path(__file__).parent / "overlays" / "hpo"
 
 
 def config(env: str, algo: str, start: str, variant: str, seed: int, steps: int,

@@ -3,7 +3,6 @@
     python benchmarks/learn_speaker_listener.py [--steps 2000000] [--algos matd3,maddpg] [--seed 0]
         [--run-dir runs/bench]   # also write config.yaml, metrics.jsonl, lineage.jsonl
                                  # to <run-dir>/<algo>/
-    python benchmarks/arch_lineage.py runs/bench/matd3   # how the architectures evolved
 
 Fitness is the evaluation return summed over both agents (8 noise-free episodes). For scale:
 a random policy scores about -85, a no-op policy -68, and a listener that ignores the speaker
