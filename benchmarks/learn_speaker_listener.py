@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the per-generation rows to this file")
     ap.add_argument("--run-dir", type=Path,
                     help="also write config.yaml, metrics.jsonl and lineage.jsonl "
-                         "to <run-dir>/<algo>/ (for benchmarks/arch_lineage.py)")
+                         "to <run-dir>/<algo>/")
     args = ap.parse_args()
     from evohpo.config import parse_override
 
