@@ -11,6 +11,8 @@ seed, never seen in training). The table gives each cell's mean and spread over 
 paired difference (same seeds) of each variant against ``--reference`` with a 95% t interval.
 Finished runs are skipped when run again (their results are kept in ``results.jsonl``).
 
+Starts and variants are overlay files, ``benchmarks/overlays/hpo/starts/<start>.yaml`` and
+``benchmarks/overlays/hpo/variants/<variant>.yaml``, laid over the shipped preset in that order.
 Starts: ``preset`` (the shipped config), ``poor`` (batch 32, learn_step 400), ``poor_lr``
 (learning rates 10x too small), ``poor_lr_sample`` (the poor_lr config with population.init:
 sample: member 0 keeps the poor learning rates, the others are drawn from the search space),
@@ -38,35 +40,27 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.config import parse_dotted
 from evohpo.report.compare import t95  # two-sided 95% t quantiles
 
-STARTS: dict[str, dict[str, Any]] = {
-    "preset": {},
-    "poor": {"algo.batch_size": 32, "algo.learn_step": 400},
-    "poor_lr": {"algo.lr_actor": 1e-4, "algo.lr_critic": 1e-4},
-    "poor_lr_sample": {"algo.lr_actor": 1e-4, "algo.lr_critic": 1e-4, "population.init": "sample"},
-    "sample": {"population.init": "sample"},
-    "unknown": {"population.init": "sample", "population.keep_preset": False},
-}
-NO_MUTATION = {"mutation.none": 1, "mutation.hyperparameters": 0, "mutation.weights": 0,
-               "mutation.architecture": 0, "mutation.activation": 0}
-EXPLORE = {"evolution.strategy": "truncation", "evolution.ready": 5, "evolution.explore_kept": True}
-VARIANTS: dict[str, dict[str, Any]] = {
-    "tournament": {"evolution.strategy": "tournament"},
-    "truncation": {"evolution.strategy": "truncation", "evolution.ready": 1,
-                   "evolution.explore_kept": False},
-    "ready": {"evolution.strategy": "truncation", "evolution.ready": 5,
-              "evolution.explore_kept": False},
-    "explore": EXPLORE,
-    "rate": {**EXPLORE, "mutation.bounds.min_updates_per_step.mutate": True},
-    "fixed": {"evolution.strategy": "independent", **NO_MUTATION},
-    "select": {"evolution.strategy": "tournament", **NO_MUTATION},
-}
+# starts/<start>.yaml and variants/<variant>.yaml
+OVERLAYS = Path(__file__).parent / "overlays" / "hpo"
+
+
+def config(env: str, algo: str, start: str, variant: str, seed: int, steps: int,
+           extra: list[str]) -> Any:
+    """The shipped preset < the start's overlay < the variant's < ``extra`` overrides."""
+    from evohpo import config as C
+    from evohpo.api import preset_path
+
+    return C.load([C.read_yaml(preset_path(algo, env)),
+                   C.read_yaml(OVERLAYS / "starts" / f"{start}.yaml"),
+                   C.read_yaml(OVERLAYS / "variants" / f"{variant}.yaml"),
+                   {"env": {"pool": "sync"}}, *(C.parse_override(t) for t in extra),
+                   {"steps": steps, "seed": seed}])
 
 
 def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int, episodes: int,
-            out: Path, extra: dict[str, Any]) -> dict[str, Any] | None:
+            out: Path, extra: list[str]) -> dict[str, Any] | None:
     """One run and its re-evaluation; None when results.jsonl has it already (another process
     finished it since this one was queued): a finished run is never overwritten."""
     import evohpo
@@ -76,10 +70,9 @@ def one_run(env: str, algo: str, start: str, variant: str, seed: int, steps: int
                 for r in read_jsonl(out / "results.jsonl")}
     if (env, algo, start, variant, seed, steps) in finished:
         return None
-    overrides = {"env.pool": "sync", **STARTS[start], **VARIANTS[variant], **extra}
+    cfg = config(env, algo, start, variant, seed, steps, extra)
     t0 = time.perf_counter()
-    result = evohpo.train(algo=algo, env=env, steps=steps, seed=seed, overrides=overrides,
-                          run_dir=run_dir, overwrite=True)
+    result = evohpo.train(cfg, run_dir=run_dir, overwrite=True)
     run = evohpo.load_run(run_dir)
     returns = run.evaluate("best", episodes=episodes, seed=10**6 + seed)
     agents = run.config.eval.fitness_agents or list(returns)
@@ -223,7 +216,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     log = out / "results.jsonl"
     done = read_jsonl(log)
-    extra = dict(parse_dotted(text) for text in args.set)  # read as YAML, as `evohpo --set`
+    extra = list(args.set)  # read as YAML, as `evohpo --set`
     key = (args.env, args.algo, args.steps)
     have = {(r["start"], r["variant"], r["seed"]) for r in done
             if (r["env"], r["algo"], r["steps"]) == key}

@@ -3,7 +3,6 @@
     python benchmarks/learn_speaker_listener.py [--steps 2000000] [--algos matd3,maddpg] [--seed 0]
         [--run-dir runs/bench]   # also write config.yaml, metrics.jsonl, lineage.jsonl
                                  # to <run-dir>/<algo>/
-    python benchmarks/arch_lineage.py runs/bench/matd3   # how the architectures evolved
 
 Fitness is the evaluation return summed over both agents (8 noise-free episodes). For scale:
 a random policy scores about -85, a no-op policy -68, and a listener that ignores the speaker
@@ -63,7 +62,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the per-generation rows to this file")
     ap.add_argument("--run-dir", type=Path,
                     help="also write config.yaml, metrics.jsonl and lineage.jsonl "
-                         "to <run-dir>/<algo>/ (for benchmarks/arch_lineage.py)")
+                         "to <run-dir>/<algo>/")
     args = ap.parse_args()
     from evohpo.config import parse_override
 

@@ -1,0 +1,283 @@
+"""Write the results pages from the data in benchmarks/results/.
+
+    python benchmarks/results_page.py           # docs/results.md, docs/snippets/hpo_table.md and
+                                                # the README's presets block
+    python benchmarks/results_page.py --check   # exit 1 naming the first stale file
+
+Every figure comes from a data file; nothing here is typed by hand but the section titles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "results"
+START, END = "<!-- presets:start -->", "<!-- presets:end -->"
+# two-sided 95% t quantiles by degrees of freedom (1.96 past the table)
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]
+
+
+def jsonl(name: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (DATA / name).read_text().splitlines() if x.strip()]
+
+
+def data(name: str) -> Any:
+    return json.loads((DATA / name).read_text())
+
+
+def table(head: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def mean_sd(xs: list[float], digits: int = 2) -> str:
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.fmean(xs):.{digits}f} +- {sd:.{digits}f}"
+
+
+def interval(xs: list[float]) -> str:
+    """Mean of per-seed paired differences with its 95% t interval."""
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return f"{m:+.2f} (1 seed)"
+    half = (T95[len(xs) - 2] if len(xs) - 1 <= len(T95) else 1.96) * statistics.stdev(xs) \
+        / math.sqrt(len(xs))
+    return f"{m:+.2f} [{m - half:+.2f}, {m + half:+.2f}]"
+
+
+def group(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], Any]
+          ) -> dict[Any, list[dict[str, Any]]]:
+    out: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
+
+
+def budget(steps: int) -> str:
+    return f"{steps / 1e6:g}M" if steps >= 1_000_000 else f"{steps // 1000}k"
+
+
+# ----------------------------------------------------------------------------- presets
+
+def preset_reach(p: dict[str, Any], readme: bool) -> list[str]:
+    """What one preset reaches: one line per team (and reference), over its seeds."""
+    rows = p["rows"]
+    n = len({r["seed"] for r in rows})
+    if rows[0]["against"] is None:
+        return [f"{mean_sd([r['mean'] for r in rows])} over {n} seeds"]
+    out = []
+    for (team, against), rs in group(rows, lambda r: (r["team"], r["against"])).items():
+        beats = sum(r["ci95_low"] > 0 for r in rs)
+        d = [r["diff"] for r in rs]
+        spread = (f"{mean_sd(d)} over {n} seeds" if readme else interval(d))
+        out.append(f"{team} vs {against}: {spread} above it, ahead in {beats} of {len(rs)}")
+    return out
+
+
+def preset_scale(p: dict[str, Any]) -> str:
+    rows = p["rows"]
+    if rows[0]["against"] is None:
+        return str(p["reference_scale"])
+    refs = group(rows, lambda r: (r["team"], r["against"]))
+    return "; ".join(f"{t} {a} {statistics.fmean(r['reference_mean'] for r in rs):.1f}"
+                     for (t, a), rs in refs.items() if a == "heuristic")
+
+
+def presets_table(readme: bool) -> str:
+    rows = []
+    for p in data("presets.json"):
+        reach = "<br>".join(preset_reach(p, readme))
+        rows.append([f"`{p['preset']}`", p["env"], budget(p["steps"]), reach, preset_scale(p),
+                     f"`{p['command']}`"])
+    return table(["preset", "env", "budget", "what it reaches", "reference scale", "command"],
+                 rows)
+
+
+# ----------------------------------------------------------------------------- hpo value
+
+def hpo_cells(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, float]]:
+    return {k: {r["seed"]: r["mean"] for r in rs}
+            for k, rs in group(rows, lambda r: (r["start"], r["variant"])).items()}
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> str:
+    common = sorted(set(a) & set(b))
+    return f"{interval([a[s] - b[s] for s in common])} (n={len(common)})" if common else ""
+
+
+def hpo_snippet() -> str:
+    rows = [r for r in jsonl("hpo_value.jsonl") if (r["env"], r["algo"], r["steps"])
+            == ("simple_speaker_listener", "matd3", 2_000_000)]
+    cells = hpo_cells(rows)
+    pbt = cells[("sample", "explore")]
+    names = [("PBT as shipped, from a sampled start", ("sample", "explore")),
+             ("fixed hyperparameters: the preset", ("preset", "fixed")),
+             ("random search over the same sample", ("sample", "fixed"))]
+    body = [[name, len(cells[c]), mean_sd(list(cells[c].values())),
+             "" if c == ("sample", "explore") else paired(pbt, cells[c])] for name, c in names]
+    return ("MATD3 on simple_speaker_listener, 2M env steps, population 4: the best.pt member "
+            f"on {rows[0]['episodes']} fresh episodes per run (return summed over agents).\n\n"
+            + table(["run", "seeds", "mean +- sd", "PBT minus it, paired [95% CI]"], body))
+
+
+def hpo_section() -> str:
+    rows = jsonl("hpo_value.jsonl")
+    out = ["## What evolution buys\n", "Each run's best.pt member on fresh episodes, summed "
+           "over agents; paired differences against `fixed` from the same start, per seed, "
+           "with a 95% t interval.\n"]
+    for (env, algo, steps), rs in group(rows, lambda r: (r["env"], r["algo"], r["steps"])).items():
+        cells = hpo_cells(rs)
+        eps = sorted({r["episodes"] for r in rs})
+        out.append(f"### {env}, {algo}, {budget(steps)} env steps\n\n`python benchmarks/"
+                   f"hpo_value.py --env {env} --algo {algo} --steps {steps} --cells START/VARIANT"
+                   f"` (episodes per run: {', '.join(map(str, eps))})\n")
+        body = [[s, v, len(c), mean_sd(list(c.values())),
+                 "" if v == "fixed" else paired(c, cells.get((s, "fixed"), {}))]
+                for (s, v), c in cells.items()]
+        out.append(table(["start", "variant", "seeds", "mean +- sd", "minus fixed [95% CI]"],
+                         body))
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- competitive
+
+def current(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if not r.get("superseded")]
+
+
+def competitive_section() -> str:
+    rows = current(jsonl("competitive.jsonl"))
+    out = ["## Competitive games\n", "`python benchmarks/competitive.py --env ENV --steps N "
+           "--seeds S --variants preset,joint` (rows are appended to "
+           "benchmarks/results/competitive.jsonl). Per seed, a paired difference over 200 fresh "
+           "episodes; below, its mean over seeds with a 95% t interval, and the seeds whose own "
+           "interval is above zero. Variants marked adopted are what the preset ships.\n",
+           "### Head to head\n", "Per seat, the variant's champion minus the other run's, each "
+           "against both runs' other team.\n"]
+    h2h = group([r for r in rows if r["measurement"] == "head_to_head"],
+                lambda r: (r["env"], r["steps"], r["variant"], r["against"], r["team"]))
+    out.append(table(["env", "steps", "variant", "against", "team", "per seed", "mean [95% CI]",
+                      "adopted"],
+                     [[e, budget(s), v, a, t, ", ".join(f"{r['diff']:+.2f}" for r in rs),
+                       interval([r["diff"] for r in rs]), "yes" if rs[0]["adopted"] else ""]
+                      for (e, s, v, a, t), rs in h2h.items()]))
+    for against in ("heuristic", "random"):
+        out.append(f"### Champions against the {against}\n")
+        ref = group([r for r in rows if r["measurement"] == "vs_reference"
+                     and r["against"] == against],
+                    lambda r: (r["env"], r["steps"], r["variant"], r["team"]))
+        out.append(table(["env", "steps", "variant", "team", "seeds", "champion minus "
+                          "reference [95% CI]", "seeds ahead", "adopted"],
+                         [[e, budget(s), v, t, len(rs), interval([r["diff"] for r in rs]),
+                           sum(r["ci95_low"] > 0 for r in rs), "yes" if rs[0]["adopted"] else ""]
+                          for (e, s, v, t), rs in ref.items()]))
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- speed
+
+def speed_sections() -> str:
+    t, lr, g, ag, ray = (data(f) for f in ("throughput.json", "learner.json",
+                                            "gpu_crossover_h200.json", "agilerl.json",
+                                            "ray_scaling.json"))
+    out = [f"## Env throughput\n\n`{t['command']}` ({t['machine']}, {t['date']}; {t['unit']})\n",
+           table(["env", "backend", "pool", "envs", "env steps/s"],
+                 [[r["env"], r["backend"], r["pool"] or "", r["envs"],
+                   f"{r['env_steps_per_s']:,}"] for r in t["pools"]]),
+           f"The whole loop ({t['loop']['note']}):\n",
+           table(["backend", "pool", "env steps/s"],
+                 [[r["backend"], r["pool"] or "", f"{r['env_steps_per_s']:,}"]
+                  for r in t["loop"]["rows"]]),
+           f"## Learning update\n\n`{lr['command']}` ({lr['machine']}, {lr['date']}; "
+           f"{lr['unit']}; before: commit {lr['rows'][0]['before_commit']})\n",
+           table(["env", "algo", "before", "after"],
+                 [[r["env"], r["algo"], "-".join(f"{x:,}" for x in r["before"]),
+                   "-".join(f"{x:,}" for x in r["after"])] for r in lr["rows"]]),
+           f"## GPU or CPU\n\n`{g['command']}` ({g['machine']}, {g['date']}; learn us per "
+           "update)\n"]
+    cells = group(g["rows"], lambda r: (r["env"], r["hidden"][0], r["batch"]))
+    out.append(table(["env", "hidden", "batch", "cuda", "cpu", "cpu / cuda"],
+                     [[e, w, b, f"{d['cuda']:,.0f}", f"{d['cpu']:,.0f}",
+                       f"{d['cpu'] / d['cuda']:.2f}"]
+                      for (e, w, b), rs in sorted(cells.items())
+                      for d in [{r["device"]: r["learn_us"] for r in rs}]]))
+    out.append(f"Whole loop, `{g['loop_command']}`:\n")
+    out.append(table(["hidden", "device", "seconds"],
+                     [[r["hidden"][0], r["device"], r["train_s"]] for r in g["loop"]]))
+    out.append(f"## Side by side with AgileRL {ag['agilerl_version']}\n\n`{ag['command']}` "
+               f"({ag['machine']}, {ag['date']}; {ag['env']}, {ag['algo']}; fitness: "
+               f"{ag['fitness']})\n")
+    out.append(table(["AgileRL threads", "our envs", "AgileRL env steps/s", "evohpo env steps/s",
+                      "ratio", "fitness at AgileRL's end: AgileRL / evohpo"],
+                     [[r["agilerl_threads"], r["our_envs"], f"{r['agilerl_env_steps_per_s']:,}",
+                       f"{r['evohpo_env_steps_per_s']:,}",
+                       f"{r['evohpo_env_steps_per_s'] / r['agilerl_env_steps_per_s']:.1f}x",
+                       f"{r['agilerl_fitness']} / {r['evohpo_fitness_at_wall']}"]
+                      for r in ag["rows"]]))
+    out.append(f"## Ray\n\n`{ray['command']}` ({ray['machine']}, {ray['date']}; "
+               f"{ray['setup']})\n")
+    base = ray["rows"][0]["env_steps_per_s"]
+    out.append(table(["run", "actors", "members", "envs", "env steps/s", "vs local"],
+                     [[r["run"], r["actors"], r["members"], r["envs"],
+                       f"{r['env_steps_per_s']:,}", f"{r['env_steps_per_s'] / base:.2f}x"]
+                      for r in ray["rows"]]))
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- pages
+
+def results_page() -> str:
+    head = ("# Results\n\nGenerated by `python benchmarks/results_page.py` from the data in "
+            "benchmarks/results/; do not edit by hand.\n\n## What the presets reach\n\n")
+    return "\n".join([head + presets_table(readme=False), hpo_section(), competitive_section(),
+                      speed_sections()])
+
+
+def readme_block(text: str) -> str | None:
+    """README.md with its presets block rewritten; None where it has no such block."""
+    if START not in text or END not in text:
+        return None
+    before, rest = text.split(START, 1)
+    after = rest.split(END, 1)[1]
+    body = ("\n" + presets_table(readme=True) + "\nFull results: [docs/results.md]"
+            "(docs/results.md).\n")
+    return before + START + body + END + after
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="exit 1 if a page is stale")
+    args = ap.parse_args()
+    pages = {ROOT / "docs" / "results.md": results_page(),
+             ROOT / "docs" / "snippets" / "hpo_table.md": hpo_snippet()}
+    readme = ROOT / "README.md"
+    block = readme_block(readme.read_text()) if readme.exists() else None
+    if block is None:
+        print("README.md has no presets block; left alone", file=sys.stderr)
+    else:
+        pages[readme] = block
+    for path, text in pages.items():
+        old = path.read_text() if path.exists() else None
+        if args.check:
+            if old != text:
+                print(f"stale: {path.relative_to(ROOT)}")
+                raise SystemExit(1)
+        elif old != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
