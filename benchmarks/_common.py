@@ -11,7 +11,7 @@ import torch
 
 from evohpo import config as C
 from evohpo.api import preset_path
-from evohpo.loggers import Logger
+from evohpo.logs.loggers import Logger
 
 
 def preset_config(algo: str, env: str, *overrides: dict[str, Any]) -> C.Config:
@@ -51,7 +51,7 @@ class Collect(Logger):
 
 
 def run(cfg: C.Config, logger: Logger, run_dir: Path | None = None) -> dict[str, Any]:
-    from evohpo.trainer import Trainer
+    from evohpo.loop.trainer import Trainer
 
     t = Trainer(cfg, logger)
     try:

@@ -56,7 +56,7 @@ def run_dir(out: Path, env: str, variant: str, seed: int) -> Path:
 def train(env: str, variant: str, seed: int, steps: int, out: Path, extra: list[str]) -> str:
     """One run (resumed from its last checkpoint when it holds this very run)."""
     from evohpo import api, checkpoint
-    from evohpo.playback import run_config
+    from evohpo.playback.load import run_config
 
     cfg = config(env, variant, steps, seed, extra)
     d = run_dir(out, env, variant, seed)
@@ -81,7 +81,7 @@ def load(path: Path, d: Path) -> Any:
     from evohpo import checkpoint
     from evohpo.algos import restore_algo
     from evohpo.envs import spec_for
-    from evohpo.playback import run_config
+    from evohpo.playback.load import run_config
 
     cfg = run_config(d)
     return restore_algo(cfg, spec_for(cfg.env), checkpoint.load(path)[1]["algo"], "cpu")
@@ -92,8 +92,8 @@ class Arena:
 
     def __init__(self, d: Path, episodes: int, seed: int):
         from evohpo.envs import spec_for
-        from evohpo.play import eval_pool
-        from evohpo.playback import run_config
+        from evohpo.playback.load import run_config
+        from evohpo.runtime.evaluate import eval_pool
 
         self.cfg = run_config(d)
         self.spec = spec_for(self.cfg.env)
@@ -103,7 +103,7 @@ class Arena:
 
     def play(self, seats: list[Any]) -> list[np.ndarray]:
         """Each team's per-episode return, team ``t`` played by ``seats[t]``."""
-        from evohpo.play import team_returns
+        from evohpo.runtime.evaluate import team_returns
 
         return team_returns(seats, self.teams, self.pool, self.seed)
 
@@ -122,7 +122,7 @@ class Arena:
                 for t in range(n)]
 
     def reference(self, kind: str) -> Any:
-        from evohpo.references import reference_policy
+        from evohpo.games.references import reference_policy
 
         e = self.cfg.env
         return reference_policy(kind, self.spec, e.name, e.kwargs, self.seed)
@@ -142,7 +142,7 @@ def diff_row(key: dict[str, Any], d: np.ndarray) -> dict[str, Any]:
 
 def vs_references(arena: Arena, champ: Any, key: dict[str, Any]) -> list[dict[str, Any]]:
     """Each seat of ``champ`` against random play and the heuristic, beside the reference."""
-    from evohpo.references import heuristic_available
+    from evohpo.games.references import heuristic_available
 
     kinds = ["random"] + (["heuristic"] if heuristic_available(arena.cfg.env.name) else [])
     rows = []

@@ -21,7 +21,7 @@ from typing import Any
 from _common import Collect, machine, preset_config, run
 
 from evohpo import config as C
-from evohpo.loggers import JsonlLogger, Logger, Loggers
+from evohpo.logs.loggers import JsonlLogger, Logger, Loggers
 
 THRESHOLDS = (-30.0, -25.0, -22.0, -20.0)
 

@@ -19,9 +19,9 @@ import torch
 
 from evohpo import config as C
 from evohpo.algos import initial_hyperparams
-from evohpo.buffer import ReplayBuffer
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.envs.registry import probe
-from evohpo.population import make_population
+from evohpo.evolve.population import make_population
 
 
 def per_call_us(fn, n: int) -> float:

@@ -25,7 +25,7 @@ from typing import Any
 from _common import Collect, machine, preset_config
 
 from evohpo import config as C
-from evohpo.buffer import ReplayBuffer, human_bytes
+from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.envs import probe
 
 
@@ -48,10 +48,10 @@ def config(args: argparse.Namespace, actors: int) -> C.Config:
 
 
 def measure(cfg: C.Config, actors: int) -> dict[str, Any]:
-    from evohpo.distributed.driver import RayRuntime
-    from evohpo.distributed.group import member_state
+    from evohpo.loop.trainer import Trainer
     from evohpo.runtime.local import LocalRuntime
-    from evohpo.trainer import Trainer
+    from evohpo.runtime.ray.driver import RayRuntime
+    from evohpo.runtime.ray.group import member_state
 
     t0 = time.perf_counter()
     t = Trainer(cfg, Collect(echo=False), runtime=RayRuntime if actors else LocalRuntime)
