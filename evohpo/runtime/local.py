@@ -36,7 +36,7 @@ from evohpo.evolve.population import Member
 from evohpo.games.references import Scripted
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
-from evohpo.runtime.evaluate import Score, eval_pool, gradient_steps, score
+from evohpo.runtime.evaluate import Score, episode_returns, eval_pool, gradient_steps, score
 
 
 def available_memory() -> int | None:
@@ -323,6 +323,12 @@ class LocalRuntime(Runtime):
             else:
                 results.append(score(m.algo, self.eval_pool, seed, self.fitness_agents))
         return results
+
+    def play(self, matches: list[list[int]], seed: int) -> list[dict[str, np.ndarray]]:
+        assert self.teams is not None, "matches are between the teams' members"
+        return [episode_returns([(self.members[i].algo, agents)
+                                 for i, (_, agents) in zip(match, self.teams, strict=True)],
+                                self.eval_pool, seed) for match in matches]
 
     # ----------------------------------------------------------------------------- state
     def reset_envs(self, seed: int | None) -> dict[str, np.ndarray]:

@@ -286,6 +286,27 @@ class RayRuntime(Runtime):
                 self.mark_diverged(m, why)
         return [sc for sc, _, _ in results]
 
+    def play(self, matches: list[list[int]], seed: int) -> list[dict[str, np.ndarray]]:
+        """The matches spread over the actors (match k on actor k mod actors), played at once;
+        each actor gets the states of the members its matches need."""
+        self.sync_members()
+        t0 = time.perf_counter()
+        mine = [list(range(g, len(matches), self.num_actors)) for g in range(self.num_actors)]
+        busy = [g for g in range(self.num_actors) if mine[g]]
+
+        def args(g: int) -> tuple[Any, ...]:
+            need = sorted({i for k in mine[g] for i in matches[k]})
+            return ({i: self.member_state(self.members[i])["algo"] for i in need},
+                    [matches[k] for k in mine[g]], seed)
+
+        parts = self.call_all("play", args, only=busy) if busy else []
+        out: list[dict[str, np.ndarray]] = [{} for _ in matches]
+        for g, part in zip(busy, parts, strict=True):
+            for k, returns in zip(mine[g], part, strict=True):
+                out[k] = returns
+        self.timing["evaluate"] += time.perf_counter() - t0
+        return out
+
     # ----------------------------------------------------------------------------- state
     def reset_envs(self, seed: int | None) -> dict[str, np.ndarray]:
         e = self.envs_per_actor  # env i of the pool gets seed + i, as in a local pool

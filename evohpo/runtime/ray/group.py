@@ -28,7 +28,7 @@ from evohpo.evolve.population import Member, member_from, member_meta
 from evohpo.games.references import Scripted, heuristic_policy
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent
-from evohpo.runtime.evaluate import Score, fitness_agents
+from evohpo.runtime.evaluate import Score, episode_returns, fitness_agents
 from evohpo.runtime.local import LocalRuntime
 
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
@@ -192,6 +192,17 @@ class MemberGroup:
         results = self.t.evaluate(seed)
         return [(sc, m.diverged, m.diverged_why)
                 for sc, m in zip(results, self.t.members, strict=True)]
+
+    def play(self, algos: dict[int, dict[str, Any]], matches: list[list[int]],
+             seed: int) -> list[dict[str, np.ndarray]]:
+        """Matches between members sent as algorithm states ({member index: state}), on this
+        group's evaluation envs: each match's per-agent episode returns."""
+        t = self.t
+        assert t.teams is not None, "matches are between the teams' members"
+        played = {i: restore_algo(t.cfg, t.spec, st, t.device) for i, st in algos.items()}
+        return [episode_returns([(played[i], agents)
+                                 for i, (_, agents) in zip(match, t.teams, strict=True)],
+                                t.eval_pool, seed) for match in matches]
 
     # ------------------------------------------------------------------ replay copy
     def buffer_state(self) -> dict[str, Any]:
