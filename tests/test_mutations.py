@@ -22,7 +22,7 @@ from evohpo.algos.buffer import Batch, ReplayBuffer
 from evohpo.algos.networks import ACTIVATIONS, MLP, PAIRED
 from evohpo.config import ArchSpace, MutationConfig
 from evohpo.envs.registry import AgentSpec, EnvSpec
-from evohpo.evolve.evolution import KINDS, choose_kind, mutate
+from evohpo.evolve.mutations import KINDS, choose_kind, mutate
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "evohpo" / "presets"
 HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.05,

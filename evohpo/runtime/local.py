@@ -32,7 +32,7 @@ from evohpo.envs import VectorPool, make_pool
 from evohpo.envs.pool import StepResult
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EnvError
-from evohpo.evolve.population import Member
+from evohpo.evolve.member import Member
 from evohpo.games.references import Scripted
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime

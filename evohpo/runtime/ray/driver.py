@@ -34,8 +34,8 @@ from evohpo.algos.generators import generator_fits
 from evohpo.checkpoint import map_tree, rng_from
 from evohpo.envs.registry import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
-from evohpo.evolve.evolution import MutationRecord
-from evohpo.evolve.population import Member
+from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import Score
