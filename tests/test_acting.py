@@ -16,7 +16,8 @@ from evohpo.algos.arch_mutations import apply_edits
 from evohpo.algos.buffer import ReplayBuffer
 from evohpo.algos.explore import squash
 from evohpo.algos.matd3 import LearnInputs
-from evohpo.algos.networks import ACTIVATIONS, MLP, add_nodes, numpy_activation
+from evohpo.algos.networks import ACTIVATIONS, MLP, numpy_activation
+from evohpo.algos.surgery import add_nodes
 from evohpo.evolve.mutations import mutate_weights
 from tests.test_algos import fill, hetero_spec
 

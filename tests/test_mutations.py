@@ -19,7 +19,8 @@ from evohpo import config as C
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
 from evohpo.algos import arch_mutations as M
 from evohpo.algos.buffer import Batch, ReplayBuffer
-from evohpo.algos.networks import ACTIVATIONS, MLP, PAIRED
+from evohpo.algos.networks import ACTIVATIONS, MLP
+from evohpo.algos.surgery import PAIRED
 from evohpo.config import ArchSpace, MutationConfig
 from evohpo.envs.registry import AgentSpec, EnvSpec
 from evohpo.evolve.mutations import KINDS, choose_kind, mutate
