@@ -14,7 +14,7 @@ import torch
 from evohpo import config as C
 from evohpo.algos import MATD3, Hyperparams, Switches
 from evohpo.config import HyperparamSpace, MutationConfig
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.mutations import (
     KINDS,

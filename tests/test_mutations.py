@@ -22,7 +22,7 @@ from evohpo.algos.buffer import Batch, ReplayBuffer
 from evohpo.algos.networks import ACTIVATIONS, MLP
 from evohpo.algos.surgery import PAIRED
 from evohpo.config import ArchSpace, MutationConfig
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.evolve.mutations import KINDS, choose_kind, mutate
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "evohpo" / "presets"

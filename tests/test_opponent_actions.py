@@ -16,7 +16,7 @@ from evohpo import config as C
 from evohpo.algos import MATD3, Switches
 from evohpo.algos.base import Hyperparams
 from evohpo.algos.buffer import Batch, ReplayBuffer
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
 from evohpo.evolve import mutations
 from evohpo.evolve.lineage import MutationRecord

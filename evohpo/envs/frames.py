@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from evohpo.envs.pool import StepResult, VectorPool
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 
 
 class Stacker:

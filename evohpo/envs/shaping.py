@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError
 from evohpo.games.references import HEURISTICS, _points, readable_layout
 

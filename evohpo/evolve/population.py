@@ -9,7 +9,7 @@ import torch
 
 from evohpo.algos import build_algo
 from evohpo.config import Config
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.evolve import space
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.member import Member, child_seed

@@ -40,7 +40,7 @@ import numpy as np
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config, EvolutionConfig, MutationConfig
 from evohpo.envs import VectorPool
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError
 from evohpo.evolve.evolution import next_generation
 from evohpo.evolve.lineage import MutationRecord

@@ -17,7 +17,8 @@ from evohpo.algos import Algorithm, restore_algo
 from evohpo.envs import make_env, spec_for
 from evohpo.envs.factory import parameters
 from evohpo.envs.frames import Stacker
-from evohpo.envs.registry import MPE2_ENVS, AgentSpec, EnvSpec, factory_of
+from evohpo.envs.registry import MPE2_ENVS, factory_of
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
 from evohpo.runtime.evaluate import Teams
 

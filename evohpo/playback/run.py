@@ -13,7 +13,7 @@ import numpy as np
 from evohpo import config as C
 from evohpo.algos import Algorithm
 from evohpo.envs import spec_for
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.playback.load import load_member, run_config
 from evohpo.report.data import read_jsonl
 from evohpo.runtime.evaluate import play

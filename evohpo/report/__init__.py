@@ -17,13 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evohpo import paths as paths_
 from evohpo.errors import ConfigError
-
-if TYPE_CHECKING:
-    from evohpo.report.data import Run
+from evohpo.report.data import Run
 
 
 def default_out(paths: list[Path]) -> Path:

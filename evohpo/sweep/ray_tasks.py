@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evohpo import config as C
 from evohpo.runtime.ray import connect, require_ray
-
-if TYPE_CHECKING:
-    from evohpo.sweep import Job
+from evohpo.sweep.jobs import Job
 
 
 def as_local_job(job: Job) -> Job:

@@ -32,7 +32,7 @@ from evohpo import config as C
 from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.algos.generators import generator_fits
 from evohpo.checkpoint import map_tree, rng_from
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.member import Member
