@@ -237,7 +237,8 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
     return _run(cfg, path, state, notes, callbacks, quiet, loggers)
 
 
-def _run(cfg: C.Config, run_dir: Path, state: Any, notes: list[str],
+def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, Any]] | None,
+         notes: list[str],
          callbacks: Sequence[Callback], quiet: bool, extra: Sequence[Logger]) -> TrainResult:
     from evohpo.logs.loggers import ConsoleLogger, JsonlLogger, Loggers, atomic_write_text
     from evohpo.loop.trainer import Trainer

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -39,6 +39,8 @@ from evohpo.sweep.jobs import Job, Sweep, load_sweep, status
 
 __all__ = ["Job", "Sweep", "add_parser", "cmd_sweep", "load_sweep", "run_job", "run_local",
            "status"]
+P = TypeVar("P", bound=argparse.ArgumentParser)  # the CLI's parser class
+
 
 # ----------------------------------------------------------------------------- running jobs
 
@@ -150,7 +152,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[P]) -> None:
     s = sub.add_parser("sweep",
                        help="run a grid of configs x seeds, then write their comparison report")
     s.add_argument("sweep", metavar="SWEEP.yaml", help="sweep file (see configs/sweeps/)")
