@@ -8,27 +8,28 @@
     actions = run.member("best").act(observations)
 
 ``evohpo train`` and ``evohpo sweep`` are thin layers over :func:`train` and :func:`resume`.
+Run directories are made ready in :mod:`evohpo.paths`; a finished run is read through
+:mod:`evohpo.playback.run`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from evohpo import config as C
 from evohpo.config.presets import PRESETS_DIR, preset_path
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.logs.loggers import Logger
+from evohpo.paths import clear_run_files, default_run_dir, prepare_run_dir
+from evohpo.playback.load import run_config
+from evohpo.playback.run import Agent, Run, load_run
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "system.jsonl", "report.html")
-
+__all__ = ["Agent", "Callback", "GenerationInfo", "Run", "TrainResult", "load_run", "resolve",
+           "resume", "train", "with_settings"]
 
 # ----------------------------------------------------------------------------- configs
 
@@ -97,47 +98,6 @@ def dotted(key: str, value: Any) -> dict[str, Any]:
     for part in reversed(key.split(".")):
         out = {part: out}
     return out
-
-
-# ----------------------------------------------------------------------------- run directories
-
-def clear_run_files(path: Path) -> None:
-    """Remove what a run writes into its directory (and nothing else)."""
-    for name in RUN_FILES:
-        (path / name).unlink(missing_ok=True)
-    for name in ("checkpoints", "wandb"):  # a replaced run's W&B files would sync as its own
-        shutil.rmtree(path / name, ignore_errors=True)
-
-
-def prepare_run_dir(path: Path, overwrite: bool) -> Path:
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"run directory {str(path)!r} exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()):
-        if not overwrite:
-            raise ConfigError(f"run directory {str(path)!r} already exists; choose another "
-                              "--run-dir, or pass --overwrite to replace it")
-        clear_run_files(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError(f"run directory {str(path)!r} is not writable: "
-                          f"{e.strerror or e}") from None
-    return path
-
-
-def default_run_dir(cfg: C.Config) -> Path:
-    env = cfg.env.name.replace(":", "_").replace("/", "_").replace(".", "_")
-    return Path("runs") / f"{env}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def run_config(run_dir: Path) -> C.Config:
-    p = run_dir / "config.yaml"
-    if not p.is_file():
-        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml in it)")
-    return C.load([C.read_yaml(p)])
 
 
 def with_settings(cfg: C.Config, backend: str | None = None, address: str | None = None,
@@ -277,7 +237,8 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
     return _run(cfg, path, state, notes, callbacks, quiet, loggers)
 
 
-def _run(cfg: C.Config, run_dir: Path, state: Any, notes: list[str],
+def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, Any]] | None,
+         notes: list[str],
          callbacks: Sequence[Callback], quiet: bool, extra: Sequence[Logger]) -> TrainResult:
     from evohpo.logs.loggers import ConsoleLogger, JsonlLogger, Loggers, atomic_write_text
     from evohpo.loop.trainer import Trainer
@@ -318,65 +279,3 @@ def _run(cfg: C.Config, run_dir: Path, state: Any, notes: list[str],
             trainer.close()
         log.close()
     return TrainResult(run_dir, cfg, summary, watcher.rows)
-
-
-# ----------------------------------------------------------------------------- using a run
-
-@dataclass
-class Agent:
-    """A trained member: its algorithm, acting without exploration noise."""
-
-    id: int | None
-    algo: Any
-    info: dict[str, Any]
-
-    def act(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Actions for a batch of observations (``{agent: [B, obs_dim]}``; one row is fine too).
-
-        Discrete agents get action indices ``[B]``, continuous ones vectors ``[B, act_dim]``.
-        """
-        spec = self.algo.spec
-        batch = {a: np.atleast_2d(np.asarray(obs[a], np.float32)) for a in spec.agents}
-        actions, _ = self.algo.act(batch, None)
-        return {a: (actions[a][:, 0].astype(np.int64) if spec[a].discrete else actions[a])
-                for a in spec.agents}
-
-
-@dataclass
-class Run:
-    """A run directory: its config, env spec and metrics, and access to its members."""
-
-    run_dir: Path
-    config: C.Config
-
-    @property
-    def spec(self) -> Any:
-        from evohpo.envs import spec_for
-
-        return spec_for(self.config.env)
-
-    @property
-    def metrics(self) -> list[dict[str, Any]]:
-        from evohpo.report.data import read_jsonl
-
-        return read_jsonl(self.run_dir / "metrics.jsonl")
-
-    def member(self, which: str | int = "best") -> Agent:
-        from evohpo.playback.load import load_member
-
-        _, _, algo, info = load_member(self.run_dir, str(which))
-        return Agent(info.get("id"), algo, info)
-
-    def evaluate(self, which: str | int = "best", episodes: int | None = None,
-                 seed: int = 0) -> dict[str, np.ndarray]:
-        """Per-agent returns of complete noise-free episodes, as the trainer scores them."""
-        from evohpo.runtime.evaluate import play
-
-        agent = self.member(which)
-        return play(self.config, agent.algo, agent.algo.spec,
-                    episodes or self.config.eval.episodes, seed)
-
-
-def load_run(run_dir: str | Path) -> Run:
-    path = Path(run_dir)
-    return Run(path, run_config(path))

@@ -1,4 +1,5 @@
-"""Where evohpo writes: checked before any work, so that a bad output path is one line, not a
+"""Where evohpo writes: a run's directory, made ready before a run starts, and output paths
+checked before any work, so that a bad output path is one line, not a
 traceback after an episode has played or a report was built.
 
 Each check raises :class:`ConfigError` naming the path and what is wrong with it.
@@ -9,9 +10,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
+import time
 from pathlib import Path
 
+from evohpo.config import Config
 from evohpo.errors import ConfigError
+
+# what a run writes into its directory, beside checkpoints/ (and wandb/)
+RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "system.jsonl", "report.html")
 
 
 def _probe(d: Path) -> OSError | None:
@@ -89,3 +96,37 @@ def run_dir_writable(run_dir: Path, what: str) -> None:
                 f"{what} {str(run_dir)!r}: cannot write into {str(d)!r}: "
                 f"{_why(failure)}; copy the run somewhere writable"
             )
+
+
+# ----------------------------------------------------------------------------- run directories
+
+def clear_run_files(path: Path) -> None:
+    """Remove what a run writes into its directory (and nothing else)."""
+    for name in RUN_FILES:
+        (path / name).unlink(missing_ok=True)
+    for name in ("checkpoints", "wandb"):  # a replaced run's W&B files would sync as its own
+        shutil.rmtree(path / name, ignore_errors=True)
+
+
+def prepare_run_dir(path: Path, overwrite: bool) -> Path:
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"run directory {str(path)!r} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"run directory {str(path)!r} already exists; choose another "
+                              "--run-dir, or pass --overwrite to replace it")
+        clear_run_files(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"run directory {str(path)!r} is not writable: "
+                          f"{e.strerror or e}") from None
+    return path
+
+
+def default_run_dir(cfg: Config) -> Path:
+    env = cfg.env.name.replace(":", "_").replace("/", "_").replace(".", "_")
+    return Path("runs") / f"{env}-{cfg.algo.name}-{time.strftime('%Y%m%d-%H%M%S')}"

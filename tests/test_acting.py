@@ -16,8 +16,9 @@ from evohpo.algos.arch_mutations import apply_edits
 from evohpo.algos.buffer import ReplayBuffer
 from evohpo.algos.explore import squash
 from evohpo.algos.matd3 import LearnInputs
-from evohpo.algos.networks import ACTIVATIONS, MLP, add_nodes, numpy_activation
-from evohpo.evolve.evolution import mutate_weights
+from evohpo.algos.networks import ACTIVATIONS, MLP, numpy_activation
+from evohpo.algos.surgery import add_nodes
+from evohpo.evolve.mutations import mutate_weights
 from tests.test_algos import fill, hetero_spec
 
 HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.01,

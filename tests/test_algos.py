@@ -10,7 +10,7 @@ import torch
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
 from evohpo.algos.buffer import ReplayBuffer
 from evohpo.envs import probe
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 
 HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=64, learn_step=1, tau=0.01,
                  expl_noise=0.1)

@@ -18,7 +18,7 @@ from pettingzoo.utils.env import ParallelEnv
 from evohpo.envs import make_env, make_pool, probe, spec_of
 from evohpo.envs.async_pool import AsyncPool
 from evohpo.envs.pool import StepResult, SyncPool, episode_seed
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import EnvError
 
 SEED = 123

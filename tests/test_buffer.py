@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from evohpo.algos.buffer import Batch, ReplayBuffer
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 
 SPEC = EnvSpec(
     name="hetero",

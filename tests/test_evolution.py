@@ -14,17 +14,17 @@ import torch
 from evohpo import config as C
 from evohpo.algos import MATD3, Hyperparams, Switches
 from evohpo.config import HyperparamSpace, MutationConfig
-from evohpo.envs.registry import AgentSpec, EnvSpec
-from evohpo.evolve.evolution import (
-    INT_HPS,
+from evohpo.envs.spec import AgentSpec, EnvSpec
+from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.mutations import (
     KINDS,
     OPERATORS,
     HyperparamChange,
-    MutationRecord,
     mutate,
     mutate_hyperparameter,
-    select,
 )
+from evohpo.evolve.space import INT_HPS
+from evohpo.evolve.strategies import select
 
 HP_NAMES = [f.name for f in dataclasses.fields(HyperparamSpace)]
 # explicit bounds (the config's own defaults, written out)

@@ -24,8 +24,9 @@ from evohpo.algos import Hyperparams
 from evohpo.config import EvolutionConfig, MutationConfig
 from evohpo.envs import probe
 from evohpo.evolve import space
-from evohpo.evolve.evolution import independent, next_generation, truncation, worse_beyond
+from evohpo.evolve.evolution import next_generation
 from evohpo.evolve.population import make_population
+from evohpo.evolve.strategies import independent, truncation, worse_beyond
 from evohpo.loop.best import BestKeeper, fresh_seeds
 from evohpo.playback import load as playback
 from evohpo.report.data import read_jsonl
@@ -105,7 +106,7 @@ def test_updates_per_env_step_is_searched_only_when_asked() -> None:
         for f in dataclasses.fields(C.HyperparamSpace)}))
     hp = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=64, learn_step=25, tau=0.01,
                      expl_noise=0.1, min_updates_per_step=0.2)
-    from evohpo.evolve.evolution import mutate_hyperparameter
+    from evohpo.evolve.mutations import mutate_hyperparameter
     change = mutate_hyperparameter(hp, cfg, np.random.default_rng(0))
     assert change.changes == {"min_updates_per_step": 0.25}  # 0.4, clipped at the max
 

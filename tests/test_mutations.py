@@ -19,10 +19,11 @@ from evohpo import config as C
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
 from evohpo.algos import arch_mutations as M
 from evohpo.algos.buffer import Batch, ReplayBuffer
-from evohpo.algos.networks import ACTIVATIONS, MLP, PAIRED
+from evohpo.algos.networks import ACTIVATIONS, MLP
+from evohpo.algos.surgery import PAIRED
 from evohpo.config import ArchSpace, MutationConfig
-from evohpo.envs.registry import AgentSpec, EnvSpec
-from evohpo.evolve.evolution import KINDS, choose_kind, mutate
+from evohpo.envs.spec import AgentSpec, EnvSpec
+from evohpo.evolve.mutations import KINDS, choose_kind, mutate
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "evohpo" / "presets"
 HP = Hyperparams(lr_actor=1e-3, lr_critic=1e-3, batch_size=32, learn_step=1, tau=0.05,

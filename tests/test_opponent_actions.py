@@ -16,9 +16,9 @@ from evohpo import config as C
 from evohpo.algos import MATD3, Switches
 from evohpo.algos.base import Hyperparams
 from evohpo.algos.buffer import Batch, ReplayBuffer
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.evolve import evolution
+from evohpo.evolve import mutations
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.loop.trainer import Trainer
 from evohpo.playback.load import load_member
@@ -130,7 +130,7 @@ def test_mutations_touch_only_the_agents_a_member_trains() -> None:
         member = type("M", (), {"algo": algo})()
         prey = copy.deepcopy(algo.actors["prey"].state_dict())
         rec = MutationRecord(1, 0, 0, "weights")
-        out = evolution.OPERATORS["weights"](member, cfg, np.random.default_rng(seed), rec)
+        out = mutations.OPERATORS["weights"](member, cfg, np.random.default_rng(seed), rec)
         assert set(out.after) == {"pred"}
         assert all(torch.equal(v, prey[k]) for k, v in algo.actors["prey"].state_dict().items())
         arch = algo.mutate_architecture(cfg.arch, np.random.default_rng(seed), rec)

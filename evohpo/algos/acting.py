@@ -19,7 +19,7 @@ import numpy as np
 from evohpo.algos.base import Actions, Algorithm
 from evohpo.algos.explore import Part, explore
 from evohpo.algos.networks import MLP, numpy_activation
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 
 
 class _Stack:

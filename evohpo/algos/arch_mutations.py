@@ -1,7 +1,7 @@
 """Architecture and activation mutations of a MATD3 / MADDPG learner that keep what it learned.
 
-The network-level surgery lives in :mod:`evohpo.algos.networks` (an
-:class:`~evohpo.algos.networks.Edit` per network); this module picks what to mutate, applies
+The network-level surgery lives in :mod:`evohpo.algos.surgery` (an
+:class:`~evohpo.algos.surgery.Edit` per network); this module picks what to mutate, applies
 the edit to everything that must follow it, and says what happened.
 
 What mutates together, and why:
@@ -31,13 +31,13 @@ The learner exposes these as ``mutate_architecture`` / ``mutate_activation``; ea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
 
-from evohpo.algos.networks import (
-    MLP,
+from evohpo.algos.networks import MLP
+from evohpo.algos.surgery import (
     Edit,
     add_layer,
     add_nodes,
@@ -50,9 +50,6 @@ from evohpo.algos.networks import (
 from evohpo.config import ArchSpace
 from evohpo.evolve.lineage import MutationRecord
 
-if TYPE_CHECKING:
-    from evohpo.algos.matd3 import MATD3
-
 NETWORKS = ("actor", "critic")
 OPS = ("add_node", "remove_node", "add_layer", "remove_layer")
 # when the drawn operator cannot apply: same direction on the other axis first, then the opposite
@@ -64,9 +61,22 @@ MOMENTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 Opt = TypeVar("Opt", bound=torch.optim.Optimizer)
 
 
+class Learner(Protocol):
+    """What these mutations need of a learner (MATD3 / MADDPG): per agent, its networks, their
+    target copies and their optimizers."""
+
+    learners: tuple[str, ...]  # the agents it trains (and mutates)
+    actors: dict[str, MLP]
+    actor_targets: dict[str, MLP]
+    critics: dict[str, list[MLP]]
+    critic_targets: dict[str, list[MLP]]
+    actor_opts: dict[str, torch.optim.Adam]
+    critic_opts: dict[str, torch.optim.Adam]
+
+
 # ----------------------------------------------------------------------------- applying edits
 
-def networks_of(algo: MATD3, agent: str, which: str) -> tuple[list[MLP], list[MLP]]:
+def networks_of(algo: Learner, agent: str, which: str) -> tuple[list[MLP], list[MLP]]:
     if which == "actor":
         return [algo.actors[agent]], [algo.actor_targets[agent]]
     return list(algo.critics[agent]), list(algo.critic_targets[agent])
@@ -95,7 +105,7 @@ def carry_optimizer(opt: Opt, old: list[MLP], new: list[MLP], edits: list[Edit])
     return new_opt
 
 
-def apply_edits(algo: MATD3, agent: str, which: str, edits: list[Edit]) -> None:
+def apply_edits(algo: Learner, agent: str, which: str, edits: list[Edit]) -> None:
     """Replace an agent's actor (or critics) by their edited versions: targets and Adam follow."""
     online, targets = networks_of(algo, agent, which)
     new_online = [apply_edit(n, e) for n, e in zip(online, edits, strict=True)]
@@ -158,7 +168,7 @@ def _clip_note(op: str, edit: Edit, step: int, space: ArchSpace) -> str:
     return ""
 
 
-def mutate_architecture(algo: MATD3, space: ArchSpace, rng: np.random.Generator,
+def mutate_architecture(algo: Learner, space: ArchSpace, rng: np.random.Generator,
                         rec: MutationRecord) -> MutationRecord:
     """Add/remove a layer or nodes in one network of one agent, within ``space``.
 
@@ -203,7 +213,7 @@ def mutate_architecture(algo: MATD3, space: ArchSpace, rng: np.random.Generator,
 
 # ----------------------------------------------------------------------------- activation
 
-def mutate_activation(algo: MATD3, space: ArchSpace, rng: np.random.Generator,
+def mutate_activation(algo: Learner, space: ArchSpace, rng: np.random.Generator,
                       rec: MutationRecord) -> MutationRecord:
     """Switch one agent's actor and critics (targets too) to another activation from ``space``.
 

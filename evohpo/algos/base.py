@@ -16,7 +16,7 @@ import torch
 from evohpo.algos.buffer import Batch
 from evohpo.algos.networks import MLP
 from evohpo.config import AlgoConfig, ArchSpace
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.evolve.lineage import MutationRecord
 
 Actions = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]  # (for the env, for the buffer)

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 
 
 class Batch(NamedTuple):

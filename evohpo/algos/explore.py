@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from evohpo.algos.base import Actions, Algorithm
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 
 
 class Part(NamedTuple):

@@ -30,7 +30,7 @@ from evohpo.algos.generators import generator_state
 from evohpo.algos.networks import MLP, frozen_copy, polyak_update
 from evohpo.algos.switches import Switches
 from evohpo.config import ArchSpace
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.evolve.lineage import MutationRecord
 
 

@@ -17,7 +17,7 @@ from evohpo.algos.base import Algorithm, Hyperparams
 from evohpo.algos.matd3 import MATD3
 from evohpo.algos.switches import ALGOS, Switches
 from evohpo.config import Config
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError, closest
 
 Device = torch.device | str

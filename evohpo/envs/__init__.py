@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evohpo.config.schema import EnvConfig
 from evohpo.envs.pool import StepResult, SyncPool, VectorPool
-from evohpo.envs.registry import MPE2_ENVS, EnvSpec, Team, env_fn, make_env, probe, spec_of
+from evohpo.envs.registry import MPE2_ENVS, env_fn, make_env, probe, spec_of
+from evohpo.envs.spec import EnvSpec, Team
 from evohpo.envs.teams import resolve_teams
 from evohpo.errors import ConfigError
-
-if TYPE_CHECKING:
-    from evohpo.config.schema import EnvConfig
 
 __all__ = ["BACKENDS", "MPE2_ENVS", "EnvSpec", "StepResult", "SyncPool", "Team", "VectorPool",
            "env_fn", "make_env", "make_pool", "probe", "resolve_backend", "spec_for", "spec_of"]

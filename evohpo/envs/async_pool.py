@@ -33,7 +33,7 @@ from evohpo.envs.pool import (
     empty_step_arrays,
     env_seeds,
 )
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import EnvError
 
 _POLL_S = 0.5  # longest single wait, so a dead worker is noticed even if its sentinel is missed

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from evohpo.envs.pool import StepResult, VectorPool
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 
 
 class Stacker:
@@ -29,7 +29,7 @@ class Stacker:
         self.hist = {a: np.zeros((n, self.k, spec.frame_dim(a)), np.float32)
                      for a in spec.agents}
 
-    def start(self, obs: dict[str, np.ndarray], rows: Any = slice(None)) -> None:
+    def start(self, obs: dict[str, np.ndarray], rows: slice | np.ndarray = slice(None)) -> None:
         """Envs ``rows`` begin an episode: every frame is its first observation."""
         for a, h in self.hist.items():
             h[rows] = np.asarray(obs[a], np.float32)[rows][:, None]

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 
 
 class StepResult(NamedTuple):

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.envs.registry import EnvSpec
+from evohpo.config.schema import Config
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError
 from evohpo.games.references import HEURISTICS, _points, readable_layout
 
@@ -103,7 +104,7 @@ class Shaping:
         return out
 
 
-def make_shaping(cfg: Any, spec: EnvSpec) -> Shaping | None:
+def make_shaping(cfg: Config, spec: EnvSpec) -> Shaping | None:
     """The run's shaping (None where ``env.shaping`` shapes no team)."""
     coefs = cfg.env.shaping
     if not coefs:

@@ -4,7 +4,7 @@ has one.
 mpe2's competitive envs name their sides: adversaries (``adversary_*``, ``leadadversary_*``,
 ``eve_*`` in simple_crypto) against the good agents (the rest). ``env.teams`` overrides the
 derived teams with agent names or glob patterns, e.g. ``{predators: [adversary_*], prey:
-[agent_*]}``. Env specs carry their teams (:attr:`evohpo.envs.EnvSpec.teams`);
+[agent_*]}``. Env specs carry their teams (:attr:`evohpo.envs.spec.EnvSpec.teams`);
 :func:`evohpo.envs.spec_for` gives the spec of a run's env with its teams resolved.
 """
 
@@ -13,14 +13,10 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
+from evohpo.envs.spec import ONE_TEAM, EnvSpec
 from evohpo.errors import ConfigError
 
-if TYPE_CHECKING:
-    from evohpo.envs.registry import EnvSpec
-
-ONE_TEAM = "team"
 # mpe2 short names of the competitive envs -> agent name prefixes of their adversaries
 COMPETITIVE: dict[str, tuple[str, ...]] = {
     "simple_adversary": ("adversary_",),

@@ -1,41 +1,19 @@
-"""The population's members: identity, lineage, algorithm, counters and fitness history."""
+"""The first generation: the preset or a sample of the search space, team after team."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 
-from evohpo.algos import Algorithm, Hyperparams, build_algo
-from evohpo.checkpoint import rng_from, rng_state
+from evohpo.algos import build_algo
 from evohpo.config import Config
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.evolve import space
-from evohpo.evolve.evolution import MutationRecord, child_seed
+from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import Member, child_seed
 from evohpo.runtime.evaluate import opponent_actions
-
-
-@dataclass
-class Member:
-    id: int
-    parent_id: int | None
-    algo: Algorithm
-    rng: np.random.Generator          # exploration noise and batch sampling
-    born: int = 0                     # generation it was created (or explored in place) in
-    steps: int = 0                    # env steps its lineage has collected
-    learn_acc: int = 0                # env steps since it last learned
-    fitness: list[float] = field(default_factory=list)
-    diverged: bool = False            # NaN/inf losses or weights: stops learning, loses selection
-    diverged_why: str = ""
-    team: str | None = None           # on games of several teams, the team it plays for
-    rating: float = 1000.0            # its Elo rating from cross-play (teams only)
-
-    @property
-    def hp(self) -> Hyperparams:
-        return self.algo.hp
 
 
 def make_population(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torch.device,
@@ -71,24 +49,3 @@ def _add_team(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torc
         records.append(MutationRecord(0, i, None, "birth", target="hyperparameters",
                                       after={**start.hyperparams, "hidden": start.hidden},
                                       op="sample" if start.sampled else "preset", team=team))
-
-
-# ----------------------------------------------------------------------------- the one serialiser
-
-def member_meta(m: Member) -> dict[str, Any]:
-    """A member as JSON-safe data, without its algorithm (its state dict travels as tensors)."""
-    meta: dict[str, Any] = {"id": m.id, "parent_id": m.parent_id, "born": m.born, "steps": m.steps,
-            "learn_acc": m.learn_acc, "fitness": m.fitness, "diverged": m.diverged,
-            "diverged_why": m.diverged_why, "rng": rng_state(m.rng)}
-    if m.team is not None:
-        meta.update(team=m.team, rating=m.rating)
-    return meta
-
-
-def member_from(meta: dict[str, Any], algo: Any) -> Member:
-    """The member :func:`member_meta` described, around ``algo`` (already holding its state)."""
-    return Member(id=meta["id"], parent_id=meta["parent_id"], algo=algo, rng=rng_from(meta["rng"]),
-                  born=meta["born"], steps=meta["steps"], learn_acc=meta["learn_acc"],
-                  fitness=list(meta.get("fitness", [])), diverged=meta["diverged"],
-                  diverged_why=meta.get("diverged_why", ""), team=meta.get("team"),
-                  rating=meta.get("rating", 1000.0))

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from evohpo.algos import Hyperparams
 from evohpo.algos.registry import initial_hyperparams
 from evohpo.config import ArchSpace, Bound, Config, HyperparamSpace
 
@@ -110,7 +111,7 @@ def perturb(name: str, value: float, factor: float, bounds: HyperparamSpace) -> 
     return float(min(max(value * factor, b.min), b.max))
 
 
-def explore(hp: Any, bounds: HyperparamSpace, factors: list[float], resample_p: float,
+def explore(hp: Hyperparams, bounds: HyperparamSpace, factors: list[float], resample_p: float,
             rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, str]]:
     """PBT's explore: every mutable hyperparameter is resampled from its prior (probability
     ``resample_p``) or multiplied by one of ``factors``. Returns (changes, op per name)."""

@@ -23,7 +23,7 @@ import numpy as np
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config
 from evohpo.envs import VectorPool
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.games.references import heuristic_available, reference_policy
 from evohpo.runtime.evaluate import Policy, Teams, eval_pool, seat_return
 

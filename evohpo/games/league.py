@@ -40,10 +40,12 @@ import numpy as np
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config, EvolutionConfig, MutationConfig
 from evohpo.envs import VectorPool
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.evolve.evolution import MutationRecord, Offspring, next_generation
-from evohpo.evolve.population import Member
+from evohpo.evolve.evolution import next_generation
+from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import Member
+from evohpo.evolve.strategies import Offspring
 from evohpo.games import schedule
 from evohpo.games.hill import Hill, combined
 from evohpo.games.references import fixed_references, heuristic_policy

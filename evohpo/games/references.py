@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
 from evohpo.runtime.evaluate import Policy
 

@@ -12,7 +12,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tqdm import tqdm
 
@@ -120,13 +120,13 @@ class JsonlLogger(Logger):
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
-        self.league_f: Any = None
+        self.league_f: IO[str] | None = None
         self.metrics = open(run_dir / "metrics.jsonl", "a")
         self.lineage_f = open(run_dir / "lineage.jsonl", "a")
         with open(run_dir / "system.jsonl", "a") as f:
             f.write(json.dumps(_clean(system_info())) + "\n")
 
-    def _write(self, f: Any, obj: dict[str, Any]) -> None:
+    def _write(self, f: IO[str], obj: dict[str, Any]) -> None:
         f.write(json.dumps(_clean(obj)) + "\n")
         f.flush()
         os.fsync(f.fileno())

@@ -19,7 +19,7 @@ import numpy as np
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config
 from evohpo.envs import VectorPool
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.runtime.evaluate import Score, eval_pool, score
 
 

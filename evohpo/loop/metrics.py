@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.evolve.evolution import KINDS, MutationRecord
-from evohpo.evolve.population import Member
+from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import Member
+from evohpo.evolve.mutations import KINDS
 from evohpo.runtime import WindowStats
 from evohpo.runtime.evaluate import Score
 

@@ -18,8 +18,8 @@ from evohpo import checkpoint
 from evohpo.algos import restore_algo
 from evohpo.checkpoint import rng_from, rng_state
 from evohpo.config import Config, to_dict
-from evohpo.envs.registry import EnvSpec
-from evohpo.evolve.population import Member, member_from, member_meta
+from evohpo.envs.spec import EnvSpec
+from evohpo.evolve.member import Member, member_from, member_meta
 
 
 @dataclass

@@ -28,7 +28,9 @@ from evohpo.algos.base import Algorithm
 from evohpo.config import Config, to_dict
 from evohpo.envs import spec_for
 from evohpo.errors import Diverged, Interrupted
-from evohpo.evolve.evolution import MutationRecord, child_seed, next_generation
+from evohpo.evolve.evolution import next_generation
+from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import child_seed
 from evohpo.evolve.population import make_population
 from evohpo.games.league import League
 from evohpo.logs.loggers import Logger

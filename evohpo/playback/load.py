@@ -17,9 +17,10 @@ from evohpo.algos import Algorithm, restore_algo
 from evohpo.envs import make_env, spec_for
 from evohpo.envs.factory import parameters
 from evohpo.envs.frames import Stacker
-from evohpo.envs.registry import MPE2_ENVS, AgentSpec, EnvSpec, factory_of
+from evohpo.envs.registry import MPE2_ENVS, factory_of
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.runtime.evaluate import Teams
+from evohpo.runtime.evaluate import Policy, Teams
 
 
 def run_config(run_dir: Path) -> C.Config:
@@ -98,7 +99,7 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
     names = [name for name, _ in teams]
     if team is not None and team not in names:
         raise ConfigError(f"--team {team!r}: {cfg.env.name} has teams {', '.join(names)}")
-    other: Any
+    other: Policy
     arena = cfg, spec
     oteam = None  # the team an opponent member of this run trained
     if opponent in ("random", "heuristic"):

@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TypeVar
 
 from evohpo import paths as paths_
 from evohpo.errors import ConfigError
+from evohpo.report.data import Run
 
-if TYPE_CHECKING:
-    from evohpo.report.data import Run
+P = TypeVar("P", bound=argparse.ArgumentParser)  # the CLI's parser class
 
 
 def default_out(paths: list[Path]) -> Path:
@@ -93,7 +93,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[P]) -> None:
     r = sub.add_parser("report", help="write an HTML report of one run, or a comparison of several")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (several: compared)")
     r.add_argument("--out", help="output file or directory (default: RUN_DIR/report.html, or "

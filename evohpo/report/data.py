@@ -133,7 +133,7 @@ class Run:
             chain.append(self.at[(chain[-1].generation - 1, chain[-1].parent)])
         return chain[::-1]
 
-    def seed(self) -> Any:
+    def seed(self) -> int | None:
         return self.config.get("seed")
 
 

@@ -23,9 +23,9 @@ import torch
 
 from evohpo.algos import Algorithm
 from evohpo.config import Config
-from evohpo.envs.registry import EnvSpec
 from evohpo.envs.shaping import make_shaping
-from evohpo.evolve.population import Member
+from evohpo.envs.spec import EnvSpec
+from evohpo.evolve.member import Member
 from evohpo.games.references import Scripted
 from evohpo.logs.loggers import Logger
 from evohpo.runtime.evaluate import Score, keeps_next_actions, playing_teams

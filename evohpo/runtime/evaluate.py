@@ -19,7 +19,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from evohpo.envs import VectorPool, make_pool
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError, EnvError
 
 MAX_EPISODE_STEPS = 100_000

@@ -30,9 +30,9 @@ from evohpo.config import Config
 from evohpo.devices import auto_choice, gpu_pays
 from evohpo.envs import VectorPool, make_pool
 from evohpo.envs.pool import StepResult
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError, EnvError
-from evohpo.evolve.population import Member
+from evohpo.evolve.member import Member
 from evohpo.games.references import Scripted
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evohpo import config as C
 from evohpo.runtime.ray import connect, require_ray
-
-if TYPE_CHECKING:
-    from evohpo.sweep import Job
+from evohpo.sweep.jobs import Job
 
 
 def as_local_job(job: Job) -> Job:
@@ -30,13 +28,14 @@ def as_local_job(job: Job) -> Job:
                                config_file=job.config_file.resolve())
 
 
-def _task(run_job: Callable[..., dict[str, Any]], job: Job, quiet: bool,
+def _task(run_job: Callable[[Job, bool, bool], dict[str, Any]], job: Job, quiet: bool,
           overwrite: bool) -> dict[str, Any]:
     return run_job(job, quiet, overwrite)
 
 
-def run_ray(run_job: Callable[..., dict[str, Any]], jobs: list[Job], quiet: bool = False,
-            overwrite: bool = False, on_result: Callable[[dict[str, Any]], None] | None = None,
+def run_ray(run_job: Callable[[Job, bool, bool], dict[str, Any]], jobs: list[Job],
+            quiet: bool = False, overwrite: bool = False,
+            on_result: Callable[[dict[str, Any]], None] | None = None,
             address: str | None = None) -> list[dict[str, Any]]:
     """Every job as a Ray task running ``run_job`` (the sweep's), all submitted at once;
     results reported as they finish."""

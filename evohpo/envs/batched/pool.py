@@ -21,7 +21,7 @@ import numpy as np
 
 from evohpo.envs.batched import SCENARIOS
 from evohpo.envs.pool import StepResult, VectorPool, env_seeds, episode_seed
-from evohpo.envs.registry import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.envs.teams import derive_teams
 from evohpo.errors import ConfigError, EnvError
 

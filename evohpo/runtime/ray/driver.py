@@ -32,10 +32,10 @@ from evohpo import config as C
 from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.algos.generators import generator_fits
 from evohpo.checkpoint import map_tree, rng_from
-from evohpo.envs.registry import EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
-from evohpo.evolve.evolution import MutationRecord
-from evohpo.evolve.population import Member
+from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import Score

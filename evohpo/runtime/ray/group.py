@@ -24,7 +24,7 @@ from evohpo.algos import restore_algo
 from evohpo.algos.buffer import ReplayBuffer
 from evohpo.checkpoint import map_tree
 from evohpo.envs import spec_for
-from evohpo.evolve.population import Member, member_from, member_meta
+from evohpo.evolve.member import Member, member_from, member_meta
 from evohpo.games.references import Scripted, heuristic_policy
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent

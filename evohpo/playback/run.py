@@ -1,0 +1,71 @@
+"""A finished (or running) run in Python: its config, env spec and metrics, and its members to
+act with or evaluate (:func:`evohpo.load_run`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evohpo import config as C
+from evohpo.algos import Algorithm
+from evohpo.envs import spec_for
+from evohpo.envs.spec import EnvSpec
+from evohpo.playback.load import load_member, run_config
+from evohpo.report.data import read_jsonl
+from evohpo.runtime.evaluate import play
+
+
+@dataclass
+class Agent:
+    """A trained member: its algorithm, acting without exploration noise."""
+
+    id: int | None
+    algo: Algorithm
+    info: dict[str, Any]
+
+    def act(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Actions for a batch of observations (``{agent: [B, obs_dim]}``; one row is fine too).
+
+        Discrete agents get action indices ``[B]``, continuous ones vectors ``[B, act_dim]``.
+        """
+        spec = self.algo.spec
+        batch = {a: np.atleast_2d(np.asarray(obs[a], np.float32)) for a in spec.agents}
+        actions, _ = self.algo.act(batch, None)
+        return {a: (actions[a][:, 0].astype(np.int64) if spec[a].discrete else actions[a])
+                for a in spec.agents}
+
+
+@dataclass
+class Run:
+    """A run directory: its config, env spec and metrics, and access to its members."""
+
+    run_dir: Path
+    config: C.Config
+
+    @property
+    def spec(self) -> EnvSpec:
+        return spec_for(self.config.env)
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.run_dir / "metrics.jsonl")
+
+    def member(self, which: str | int = "best") -> Agent:
+        _, _, algo, info = load_member(self.run_dir, str(which))
+        return Agent(info.get("id"), algo, info)
+
+    def evaluate(self, which: str | int = "best", episodes: int | None = None,
+                 seed: int = 0) -> dict[str, np.ndarray]:
+        """Per-agent returns of complete noise-free episodes, as the trainer scores them."""
+        agent = self.member(which)
+        return play(self.config, agent.algo, agent.algo.spec,
+                    episodes or self.config.eval.episodes, seed)
+
+
+def load_run(run_dir: str | Path) -> Run:
+    path = Path(run_dir)
+    return Run(path, run_config(path))
