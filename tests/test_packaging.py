@@ -52,7 +52,7 @@ def test_an_installed_wheel_resolves_every_preset(wheel: Path, tmp_path: Path) -
                          capture_output=True, text=True)
     got = json.loads(res.stdout)
     assert sorted(got) == [p.removesuffix(".yaml") for p in PRESETS]
-    for name, (hidden, env_name, notes, module) in got.items():
+    for name, (_hidden, env_name, notes, module) in got.items():
         assert Path(module).is_relative_to(site), module
         assert env_name == "simple_" + name.split("_", 1)[1]
         assert len(notes) == 1 and str(site) in notes[0], notes  # from the installed preset

@@ -17,10 +17,12 @@ import torch
 
 from evohpo.algos import Algorithm
 from evohpo.config import Config, EvolutionConfig, MutationConfig
-from evohpo.envs.registry import EnvSpec
-from evohpo.evolve.evolution import Offspring, next_generation
+from evohpo.envs.spec import EnvSpec
+from evohpo.evolve.evolution import next_generation
 from evohpo.evolve.lineage import MutationRecord
-from evohpo.evolve.population import Member, make_population
+from evohpo.evolve.member import Member
+from evohpo.evolve.population import make_population
+from evohpo.evolve.strategies import Offspring
 from evohpo.logs.loggers import Logger
 from evohpo.loop.best import BestKeeper
 from evohpo.loop.metrics import best_index
