@@ -151,8 +151,7 @@ class RayRuntime(Runtime):
                          f"{f', {self.gpus:g} GPUs' if self.gpus else ''} per actor, "
                          f"members on {self.infos[0]['device']}")
         window = self.cfg.evolution.evo_steps * self.cfg.population.size
-        nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity, self.next_actions,
-                                         self.scripted_rows)
+        nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity, self.next_actions)
         self.log.message(f"ray: experience sharing moves ~"
                          f"{human_bytes(window * self.row_bytes * (n - 1))} per window ({window:,} "
                          f"transitions x {self.row_bytes} B x {n - 1} other actors); every actor "
@@ -163,7 +162,7 @@ class RayRuntime(Runtime):
 
     @property
     def row_bytes(self) -> int:
-        return ReplayBuffer.bytes_for(self.spec, 1, self.next_actions, self.scripted_rows)
+        return ReplayBuffer.bytes_for(self.spec, 1, self.next_actions)
 
     def collect(self, n: int, env_steps: int, generation: int,
                 stop: Callable[[], bool] = lambda: False) -> int:
@@ -197,7 +196,7 @@ class RayRuntime(Runtime):
         """Start ``n`` vector steps in every actor: one (report, rows) pair of references each."""
         share = env_steps // self.num_actors
         self.restarts_before = self.restarts
-        return [a.run.options(num_returns=2).remote(n, share, self.restarts, self.lr_scale)
+        return [a.run.options(num_returns=2).remote(n, share, self.restarts)
                 for a in self.actors]
 
     def absorb(self, g: int, report: dict[str, Any]) -> None:
