@@ -26,7 +26,7 @@ from evohpo.algos import arch_mutations, optim
 from evohpo.algos.base import Actions, Hyperparams
 from evohpo.algos.buffer import Batch
 from evohpo.algos.explore import Part, explore, squash_t
-from evohpo.algos.generators import generator_state
+from evohpo.algos.matd3_state import load_state, state_of
 from evohpo.algos.networks import MLP, frozen_copy, polyak_update
 from evohpo.algos.switches import Switches
 from evohpo.config import ArchSpace
@@ -317,48 +317,11 @@ class MATD3:
             c.num_params() for cs in self.critics.values() for c in cs)
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "hp": dataclasses.asdict(self.hp),
-            "arch": self.arch(),
-            "actors": {a: n.state_dict() for a, n in self.actors.items()},
-            "actor_targets": {a: n.state_dict() for a, n in self.actor_targets.items()},
-            "critics": {a: [c.state_dict() for c in cs] for a, cs in self.critics.items()},
-            "critic_targets": {a: [c.state_dict() for c in cs]
-                               for a, cs in self.critic_targets.items()},
-            "actor_opts": {a: o.state_dict() for a, o in self.actor_opts.items()},
-            "critic_opts": {a: o.state_dict() for a, o in self.critic_opts.items()},
-            "updates": self.updates,
-            "learners": list(self.learners),
-            "gen": self.gen.get_state(),
-            "ou_state": {a: x.copy() for a, x in self.ou_state.items()},
-        }
+        return state_of(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load a state; networks (and optimizers) are rebuilt first if its architecture differs."""
-        self.hp = Hyperparams(**state["hp"])
-        if "arch" in state and state["arch"] != self.arch():
-            # weights overwritten below
-            self._build_networks(state["arch"], torch.Generator().manual_seed(0))
-        for a in self.agents:
-            self.actors[a].load_state_dict(state["actors"][a])
-            self.actor_targets[a].load_state_dict(state["actor_targets"][a])
-            for c, sd in zip(self.critics[a], state["critics"][a], strict=True):
-                c.load_state_dict(sd)
-            for c, sd in zip(self.critic_targets[a], state["critic_targets"][a], strict=True):
-                c.load_state_dict(sd)
-            # torch's Optimizer.load_state_dict keeps the given tensors (step, moments) by
-            # reference: copy them, or two members loaded from one in-memory state would step
-            # each other's Adam
-            self.actor_opts[a].load_state_dict(copy.deepcopy(state["actor_opts"][a]))
-            self.critic_opts[a].load_state_dict(copy.deepcopy(state["critic_opts"][a]))
-        self.set_hyperparams()  # the optimizers' lr follow hp
-        self.actor_version += 1
-        self.updates = int(state["updates"])
-        self.learners = tuple(state.get("learners", self.agents))  # older states: all of them
-        # a state saved on another device type (a GPU run evaluated on a CPU) reseeds
-        self.gen.set_state(generator_state(state["gen"], self.device))
-        self.ou_state = {a: torch.as_tensor(x).numpy().astype(np.float32)  # arrays or tensors
-                         for a, x in state["ou_state"].items()}
+        load_state(self, state)
 
     @classmethod
     def from_state_dict(cls, spec: EnvSpec, sw: Switches, state: dict[str, Any],
