@@ -21,7 +21,7 @@ PRESETS = ("matd3_speaker_listener", "maddpg_speaker_listener", "matd3_spread", 
 # short: a few windows with learning, selection and mutation in each preset
 SHORT = ["env.pool=sync", "evolution.evo_steps=300", "evolution.learning_delay=400",
          "evolution.ready=2", "eval.episodes=4", "eval.confirm_episodes=8",
-         "eval.reference_episodes=4"]
+         "games.reference_episodes=4"]
 # wall-clock fields: the only ones allowed to differ
 TIMING = ("time/", "wall_s", "_per_s")
 

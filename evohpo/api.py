@@ -190,13 +190,14 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     from evohpo.runtime.local import check_memory
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
+    from evohpo.config.checks import check, keeps_next_actions, playing_teams
     from evohpo.envs import spec_for
-    from evohpo.runtime.evaluate import keeps_next_actions, playing_teams
 
-    # a bad env, league keys the game cannot take or an impossible buffer (with the optional
-    # fields the runtime will add) are refused before a run directory appears
+    # a bad env, games keys the game cannot take or an impossible buffer (with the optional
+    # field the runtime will add) are refused before a run directory appears
     spec = spec_for(cfg.env)
-    check_memory(spec, cfg.buffer.capacity, *keeps_next_actions(cfg, playing_teams(cfg, spec)))
+    check(cfg, spec)
+    check_memory(spec, cfg.buffer.capacity, keeps_next_actions(cfg, playing_teams(cfg, spec)))
     path = prepare_run_dir(Path(run_dir) if run_dir else default_run_dir(cfg), overwrite)
     return _run(cfg, path, None, [*notes, *found], callbacks, quiet, loggers)
 

@@ -41,15 +41,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     s = result.summary
     best = (f"final best fitness {s['best_fitness']:.2f} (member {s['best_member']}), best ever "
             f"{s['best_ever']:.2f}" if "teams" not in s else "champions: " + ", ".join(
-                f"{team} {c['fitness']:.2f} (member {c['champion']}"
-                + (f"; kept: member {c['kept']} of generation {c['kept_generation']})"
-                   if "kept" in c else ")") for team, c in s["teams"].items()))
+                f"{team} {c['fitness']:.2f} (member {c['champion']})"
+                for team, c in s["teams"].items()))
     print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps in "
           f"{s['wall_s']:.0f}s; {best}; run in {result.run_dir}")
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from evohpo.config import checks
     from evohpo.playback import load
     from evohpo.runtime import evaluate
 
@@ -67,9 +67,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(f"wrote {args.render} ({frames} frames)")
         return 0
     returns = evaluate.play(cfg, algo, spec, episodes, args.seed)
-    agents = evaluate.fitness_agents(cfg.eval.fitness_agents, spec)
+    agents = checks.fitness_agents(cfg.eval.fitness_agents, spec)
     total = evaluate.episode_totals(returns, agents)
-    teams = evaluate.playing_teams(cfg, spec)
+    teams = checks.playing_teams(cfg, spec)
     who = ("the champions" if teams and "teams" in info else f"member {info.get('id')}"
            + (f" (team {info['team']}; {info['others']} play the others)"
               if "others" in info else ""))
@@ -137,7 +137,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     for key, doc, default in C.describe_keys():
-        print(f"{key:<40} {default!r:<24} {doc}")
+        print(f"{key:<40} {C.show(default):<24} {doc}")
     return 0
 
 

@@ -13,16 +13,17 @@ import yaml
 from evohpo import api, checkpoint
 from evohpo import config as C
 from evohpo.cli import main
+from evohpo.config.checks import playing_teams
 from evohpo.envs import spec_for
 from evohpo.errors import ConfigError
 from evohpo.games import league as versus
 from evohpo.logs.loggers import JsonlLogger, summary_line
 from evohpo.loop.trainer import Trainer
-from evohpo.runtime.evaluate import Score, playing_teams
-from tests.test_trainer import NO_MUTATION, TINY, read_jsonl, strip_time, trained
+from evohpo.runtime.evaluate import Score
+from tests.test_trainer import TINY, read_jsonl, strip_time
 
 TAG = {"env": {"name": "simple_tag", "kwargs": {"continuous_actions": True, "max_cycles": 25}},
-       "eval": {"episodes": 2, "reference_episodes": 4}, "steps": 96}
+       "eval": {"episodes": 2}, "games": {"reference_episodes": 4}, "steps": 96}
 TEAMS = {"adversaries": ("adversary_0", "adversary_1", "adversary_2"), "good": ("agent_0",)}
 
 
@@ -130,40 +131,8 @@ def test_fitness_comes_only_from_the_members_own_team(monkeypatch: pytest.Monkey
     league.close()
 
 
-def test_heuristic_weight_mixes_the_match_against_the_heuristic_into_fitness(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    league, t = league_of(tag_cfg(eval={"heuristic_weight": 0.25}))
-    members = t.members
-    met: list[tuple[str, ...]] = []
-
-    def fake_returns(lineup: Any, pool: Any, seed: int) -> dict[str, np.ndarray]:
-        # a member's agents earn its id in cross-play and 100 more against the heuristic,
-        # whose own agents earn -7 (never anyone's fitness)
-        scripted = any(policy is league.anchor for policy, _ in lineup)
-        met.append(tuple("heuristic" if p is league.anchor else "member" for p, _ in lineup))
-        out = {}
-        for policy, agents in lineup:
-            m = next((m for m in members if m.algo is policy), None)
-            for a in agents:
-                out[a] = np.full(2, -7.0 if m is None else m.id + (100.0 if scripted else 0.0))
-        return out
-
-    monkeypatch.setattr(versus, "episode_returns", fake_returns)
-    scores = league.evaluate(members, seed=1)
-    for m, sc in zip(members, scores, strict=True):
-        size = 3 if m.team == "adversaries" else 1  # the team's agents
-        assert sc.fitness == pytest.approx(size * (m.id + 0.25 * 100))
-    # each of the two members per team met the heuristic once, in its own seat, beside the
-    # four cross-play matches of the round robin
-    assert met.count(("member", "heuristic")) == 2  # the predators' members
-    assert met.count(("heuristic", "member")) == 2  # the prey's members
-    assert met.count(("member", "member")) == 4
-    t.close()
-    league.close()
-
-
 def test_elo_fitness_is_the_rating(tmp_path: Path) -> None:
-    _, t = run(tag_cfg(eval={"team_fitness": "elo"}), tmp_path)
+    _, t = run(tag_cfg(games={"fitness": "elo"}), tmp_path)
     last = read_jsonl(tmp_path / "metrics.jsonl")[-1]
     ratings = [last[f"member/{m.id}/rating"] for m in t.members if f"member/{m.id}/rating" in last]
     assert ratings and any(r != 1000.0 for r in ratings)
@@ -172,25 +141,19 @@ def test_elo_fitness_is_the_rating(tmp_path: Path) -> None:
         if m.team == "adversaries" and f"member/{m.id}/rating" in last)
 
 
-PAST = {"env": {"num_envs": 4}, "population": {"past_opponents": 2}}
-# past champions and the scripted heuristic as training opponents, and slots with neither; the
-# predators' training rewards shaped; fitness half from a match against the heuristic
+# the scripted heuristic as a training opponent, and slots without it; the predators' training
+# rewards shaped
 MIXED = {"env": {"num_envs": 4, "shaping": {"adversaries": 1.0}},
-         "population": {"past_opponents": 2, "scripted_opponents": 0.5},
-         "eval": {"heuristic_weight": 0.5}}
-SCRIPTED = {"env": {"num_envs": 4}, "population": {"scripted_opponents": 1.0}}
+         "games": {"scripted_opponents": 0.5}}
+SCRIPTED = {"env": {"num_envs": 4}, "games": {"scripted_opponents": 1.0}}
 # each agent's last three observations, the heuristic in half the envs reading the newest
-FRAMED = {"env": {"num_envs": 4, "frames": 3}, "population": {"scripted_opponents": 0.5}}
+FRAMED = {"env": {"num_envs": 4, "frames": 3}, "games": {"scripted_opponents": 0.5}}
 
 
 @pytest.mark.parametrize(("first", "over"), [
     (64, {}), (80, {}),  # at a window end, and mid-window
-    (80, MIXED),  # past champions and the heuristic as opponents, shaped rewards
-    (80, FRAMED),
-    # the other team's next actions from each member's own model, but as played where the
-    # heuristic played it (population.opponent_actions: mixed)
-    (80, {**SCRIPTED, "population": {"scripted_opponents": 1.0, "opponent_actions": "mixed"}}),
-    (80, {"eval": {"champion": "hill", "champion_episodes": 4}})])  # kept champions
+    (80, MIXED),  # the heuristic as an opponent, shaped rewards
+    (80, FRAMED)])
 def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, Any]) -> None:
     base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
     (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg(**over))))
@@ -204,7 +167,7 @@ def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, 
 
 
 def test_joint_population_drives_every_agent_as_before(tmp_path: Path) -> None:
-    run(tag_cfg(population={"teams": "joint"}), tmp_path)
+    run(tag_cfg(games={"teams": "joint"}), tmp_path)
     births = [r for r in read_jsonl(tmp_path / "lineage.jsonl") if r["kind"] == "birth"]
     assert len(births) == 2 and all("team" not in r for r in births)
     assert not (tmp_path / "league.jsonl").exists()
@@ -267,87 +230,11 @@ def test_league_scores_diverged_members_worst() -> None:
     t.close()
 
 
-@pytest.mark.parametrize("facing", [None, ["good"], ["adversaries"], ["good", "adversaries"]])
-def test_past_champions_play_the_second_half_of_each_slot(facing: list[str] | None) -> None:
-    t = Trainer(tag_cfg(**{**PAST, "population": {**PAST["population"], "past_teams": facing}}))
-    league, rt = t.league, t.runtime
-    assert league is not None and league.opponents(0) is None  # nothing kept yet
-    for m in t.members:  # noise-free members: every action is the policy's own
-        m.algo.set_hyperparams(expl_noise=0.0)
-    league.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
-    past = league.archive[0]
-    assert league.archive_gens == [0]
-    with torch.no_grad():  # the kept champions are a copy: the members move on without them
-        for m in t.members:
-            for net in m.algo.actors.values():
-                net.layers[0].weight.add_(0.5)
-    for generation in (1, 2):
-        opponents = league.opponents(generation)
-        # the team whose member plays the past champions: every team in turn, or the one named
-        turn = [(j + generation) % 2 for j in range(2)] if facing is None or len(facing) == 2 \
-            else [["adversaries", "good"].index(facing[0])] * 2
-        assert opponents is not None and [u for u, _ in opponents] == turn
-        assert [u for u, _ in league.drawn(generation)] == turn  # as league.jsonl records
-        assert all(p is past for _, p in opponents)
-        slots = league.slots(generation)
-        rt.start()
-        rt.place(t.members, slots, opponents)
-        obs = rt.obs
-        assert obs is not None
-        env_act, _ = rt.act(obs)
-        k = rt.k
-        for j, (live, _) in enumerate(opponents):
-            for team, (_, agents) in enumerate(league.teams):
-                member = t.members[slots[j][team]].algo
-                for half in (slice(j * k, j * k + k // 2), slice(j * k + k // 2, (j + 1) * k)):
-                    second = half.start > j * k
-                    who = past if second and team != live else member
-                    want, _ = who.act({a: obs[a][half] for a in t.spec.agents}, None)
-                    for a in agents:
-                        np.testing.assert_allclose(env_act[a][half], want[a], rtol=1e-5)
-    t.close()
-
-
-def test_past_champions_kept_evicted_and_drawn_reproducibly() -> None:
-    t = Trainer(tag_cfg(**PAST))
-    league = t.league
-    assert league is not None
-    fitness = [1.0, 2.0, 3.0, 4.0]
-    for g in range(6):
-        league.remember(t.members, fitness, g)
-        assert len(league.archive) == min(g + 1, 2) and league.archive_gens[-1] == g
-    league.remember(t.members, fitness, 5)  # the same generation evaluated again: replaced
-    assert len(league.archive) == 2 and league.archive_gens[-1] == 5
-    a, b = league.opponents(7), league.opponents(7)
-    assert a is not None and b is not None
-    assert [(u, id(p)) for u, p in a] == [(u, id(p)) for u, p in b]
-    # the champion of each team plays that team's agents in the kept algorithm
-    best = {"adversaries": t.members[1], "good": t.members[3]}
-    kept = league.archive[-1]
-    for team, agents in league.teams:
-        for a in agents:
-            for x, y in zip(kept.actors[a].parameters(), best[team].algo.actors[a].parameters(),
-                            strict=True):
-                assert torch.equal(x, y)
-    t.close()
-
-
-@pytest.mark.parametrize(("over", "says"), [
-    ({"population": {"past_opponents": 2}}, "must be even"),
-    ({**PAST, "population": {"past_opponents": 2, "teams": "joint"}}, "several teams"),
-])
-def test_past_opponents_config_errors(over: dict[str, Any], says: str) -> None:
-    with pytest.raises(ConfigError) as ei:
-        Trainer(tag_cfg(**over)).close()
-    assert "population.past_opponents" in str(ei.value) and says in str(ei.value)
-
-
-@pytest.mark.parametrize("facing", [None, ["good"], ["adversaries"], ["good", "adversaries"]])
+@pytest.mark.parametrize("facing", [None])
 def test_scripted_heuristic_plays_the_second_half_of_each_slot(facing: list[str] | None) -> None:
     from evohpo.games.references import Scripted, heuristic_policy
 
-    t = Trainer(tag_cfg(**{**SCRIPTED, "population": {"scripted_opponents": 1.0,
-                                                       "scripted_teams": facing}}))
+    t = Trainer(tag_cfg(**{**SCRIPTED, "games": {"scripted_opponents": 1.0}}))
     league, rt = t.league, t.runtime
     assert league is not None
     heuristic = heuristic_policy(t.spec, "simple_tag", t.cfg.env.kwargs)
@@ -383,9 +270,22 @@ def test_scripted_heuristic_plays_the_second_half_of_each_slot(facing: list[str]
     t.close()
 
 
+@pytest.mark.parametrize(("over", "says"), [
+    ({"games": {"scripted_opponents": 1.0}}, "must be even"),
+    ({**SCRIPTED, "games": {"scripted_opponents": 1.0, "teams": "joint"}}, "several teams"),
+    ({**SCRIPTED, "env": {"name": "simple_world_comm", "num_envs": 4}}, "simple_world_comm"),
+    ({**SCRIPTED, "games": {"scripted_opponents": 1.5}}, "1.5"),
+])
+def test_scripted_opponents_config_errors(over: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        Trainer(tag_cfg(**over)).close()
+    assert "games.scripted_opponents" in str(ei.value) and says in str(ei.value)
+
+
+
+
 def test_scripted_opponents_drawn_at_their_rate_reproducibly() -> None:
-    t = Trainer(tag_cfg(**{**MIXED, "population": {"past_opponents": 2,
-                                                   "scripted_opponents": 0.25}}))
+    t = Trainer(tag_cfg(**{**MIXED, "games": {"scripted_opponents": 0.25}}))
     league = t.league
     assert league is not None
     drawn = [league.draws(g) for g in range(400)]
@@ -393,126 +293,9 @@ def test_scripted_opponents_drawn_at_their_rate_reproducibly() -> None:
     picks = [e for d in drawn for _, e in d] + [versus.LIVE] * 2 * sum(not d for d in drawn)
     share = np.mean([e == versus.SCRIPTED for e in picks])
     assert len(picks) == 800 and abs(share - 0.25) < 0.05  # 4 standard errors
-    assert set(picks) == {versus.SCRIPTED, versus.LIVE}  # nothing kept: the others play live
+    assert set(picks) == {versus.SCRIPTED, versus.LIVE}
     none = [g for g, d in enumerate(drawn) if not d]
     assert none and all(league.opponents(g) is None for g in none)
-    # past champions kept: they play where the heuristic was not drawn, drawn as without it
-    past = Trainer(tag_cfg(**PAST))
-    assert past.league is not None
-    for lg in (league, past.league):
-        lg.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
-        lg.remember(t.members, [4.0, 3.0, 2.0, 1.0], generation=1)
-    for g in range(2, 40):
-        for (u, e), (v, f) in zip(league.draws(g), past.league.draws(g), strict=True):
-            assert u == v and e in (versus.SCRIPTED, f)
+    # the team that meets the heuristic: every team in turn, by slot and window
+    assert all(u == (j + g) % 2 for g, d in enumerate(drawn) for j, (u, _) in enumerate(d))
     t.close()
-    past.close()
-
-
-@pytest.mark.parametrize(("over", "says"), [
-    ({"population": {"scripted_opponents": 1.0}}, "must be even"),
-    ({**SCRIPTED, "population": {"scripted_opponents": 1.0, "teams": "joint"}}, "several teams"),
-    ({**SCRIPTED, "env": {"name": "simple_world_comm", "num_envs": 4}}, "simple_world_comm"),
-    ({**SCRIPTED, "population": {"scripted_opponents": 1.5}}, "1.5"),
-])
-def test_scripted_opponents_config_errors(over: dict[str, Any], says: str) -> None:
-    with pytest.raises(ConfigError) as ei:
-        Trainer(tag_cfg(**over)).close()
-    assert "population.scripted_opponents" in str(ei.value) and says in str(ei.value)
-
-
-@pytest.mark.parametrize(("over", "says"), [
-    ({**SCRIPTED, "population": {"scripted_opponents": 1.0, "scripted_teams": ["prey"]}},
-     "adversaries, good"),
-    ({**SCRIPTED, "population": {"scripted_opponents": 1.0, "scripted_teams": []}},
-     "one or more teams"),
-    ({**SCRIPTED, "population": {"scripted_opponents": 0.0, "scripted_teams": ["good"]}},
-     "is 0"),
-    ({**SCRIPTED, "population": {"teams": "joint", "scripted_opponents": 0.0,
-                                 "scripted_teams": ["good"]}}, "set it to null"),
-])
-def test_scripted_teams_config_errors(over: dict[str, Any], says: str) -> None:
-    with pytest.raises(ConfigError) as ei:
-        Trainer(tag_cfg(**over)).close()
-    assert "population.scripted_teams" in str(ei.value) and says in str(ei.value)
-
-
-@pytest.mark.parametrize(("named", "past_to"), [
-    ({"scripted_teams": ["good"]}, None),  # past champions: every team in turn, as before
-    ({"scripted_teams": ["good"], "past_teams": ["adversaries"]}, 0),
-])
-def test_named_teams_meet_the_opponents_drawn_as_without_them(named: dict[str, Any],
-                                                              past_to: int | None) -> None:
-    """The heuristic to the prey (population.scripted_teams), past champions to the team of
-    population.past_teams: the same opponents drawn as with neither key, each met by the team
-    named for it."""
-    over = {**MIXED, "population": {"past_opponents": 2, "scripted_opponents": 0.5}}
-    both = Trainer(tag_cfg(**over))
-    split = Trainer(tag_cfg(**{**over, "population": {**over["population"], **named}}))
-    for t in (both, split):
-        assert t.league is not None
-        t.league.remember(t.members, [1.0, 2.0, 3.0, 4.0], generation=0)
-    assert both.league is not None and split.league is not None
-    seen = set()
-    for g in range(1, 60):
-        for (u, e), (v, f) in zip(both.league.draws(g), split.league.draws(g), strict=True):
-            assert e == f  # the same opponents drawn
-            assert v == (1 if e == versus.SCRIPTED else u if past_to is None else past_to)
-            seen.add((e == versus.SCRIPTED, u))
-    assert seen == {(True, 0), (True, 1), (False, 0), (False, 1)}  # both teams met both before
-    for t in (both, split):
-        t.close()
-
-
-@pytest.mark.parametrize(("over", "says"), [
-    ({**PAST, "population": {"past_opponents": 2, "past_teams": ["prey"]}}, "adversaries, good"),
-    ({**PAST, "population": {"past_opponents": 2, "past_teams": []}}, "one or more teams"),
-    ({**PAST, "population": {"past_opponents": 0, "past_teams": ["good"]}}, "is 0"),
-    ({**PAST, "population": {"teams": "joint", "past_opponents": 0, "past_teams": ["good"]}},
-     "set it to null"),
-])
-def test_past_teams_config_errors(over: dict[str, Any], says: str) -> None:
-    with pytest.raises(ConfigError) as ei:
-        Trainer(tag_cfg(**over)).close()
-    assert "population.past_teams" in str(ei.value) and says in str(ei.value)
-
-
-@pytest.mark.parametrize(("over", "says"), [
-    ({"eval": {"heuristic_weight": 1.5}}, "1.5"),
-    ({"eval": {"heuristic_weight": 0.5}, "population": {"teams": "joint"}}, "several teams"),
-    ({"eval": {"heuristic_weight": 0.5, "team_fitness": "elo"}}, "'elo'"),
-    ({"eval": {"heuristic_weight": 0.5}, "env": {"name": "simple_world_comm", "num_envs": 4}},
-     "simple_world_comm"),
-])
-def test_heuristic_weight_config_errors(over: dict[str, Any], says: str) -> None:
-    with pytest.raises(ConfigError) as ei:
-        Trainer(tag_cfg(**over)).close()
-    assert "eval.heuristic_weight" in str(ei.value) and says in str(ei.value)
-
-
-def test_team_gradient_steps_set_each_teams_updates_per_learn() -> None:
-    # the same learn_step for all: the predators' members take 3 gradient steps each time they
-    # learn, the prey's the 1 of algo.gradient_steps; one MATD3 update is one critic step
-    cfg = tag_cfg(steps=128, evolution={"evo_steps": 1000},
-                  algo={"learn_step": 8, "min_updates_per_step": 0.0,
-                        "team_gradient_steps": {"adversaries": 3}},
-                  mutation=NO_MUTATION)
-    t = trained(cfg)
-    ups = {team: [m.algo.updates for m in t.members if m.team == team] for team in TEAMS}
-    assert len(ups["adversaries"]) == len(ups["good"]) == 2
-    one = ups["good"][0]
-    assert one > 0 and ups["good"] == [one, one] and ups["adversaries"] == [3 * one, 3 * one]
-
-
-@pytest.mark.parametrize(("over", "says"), [
-    ({"algo": {"team_gradient_steps": {"prey": 2}}}, "adversaries, good"),
-    ({"algo": {"team_gradient_steps": {"good": 0}}}, ">= 1"),
-    ({"algo": {"team_gradient_steps": {"good": 2}}, "population": {"teams": "joint"}},
-     "several teams"),
-    ({"algo": {"team_gradient_steps": {"good": 2}},
-      "env": {"name": "simple_spread", "kwargs": {}}}, "simple_spread plays as one team"),
-])
-def test_team_gradient_steps_config_errors(over: dict[str, Any], says: str) -> None:
-    with pytest.raises(ConfigError) as ei:
-        Trainer(tag_cfg(**over)).close()
-    assert "algo.team_gradient_steps" in str(ei.value) and says in str(ei.value)

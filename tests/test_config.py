@@ -270,7 +270,9 @@ def test_batch_size_bound_min_is_checked_against_capacity():
 
 def test_describe_keys_shows_bound_defaults():
     defaults = {k: d for k, _, d in C.describe_keys()}
-    assert defaults["mutation.bounds.batch_size.max"] == 1024
+    assert defaults["mutation.bounds.batch_size"].max == 1024  # a range is one key
+    assert C.show(defaults["mutation.bounds.lr_actor"]) == \
+        "{min: 1e-05, max: 0.01, mutate: true, scale: log}"
 
 
 def test_mutation_bound_min_above_max():
@@ -391,7 +393,7 @@ def test_replace_revalidates():
 
 def test_describe_keys_covers_every_leaf():
     keys = {k for k, _, _ in C.describe_keys()}
-    assert {"seed", "algo.lr_actor", "mutation.bounds.tau.min", "env.kwargs"} <= keys
+    assert {"seed", "algo.lr_actor", "mutation.bounds.tau", "env.kwargs"} <= keys
     assert "algo" not in keys and "mutation.bounds" not in keys
 
 
@@ -420,3 +422,19 @@ def test_shipped_strategies_are_what_the_benchmark_chose():
         assert (ev.strategy, ev.ready, ev.explore_kept) == ("truncation", 5, True), (algo, env)
     for env in ("simple_tag", "simple_adversary", "simple_push"):
         assert resolve(algo="matd3", env=env)[0].evolution.strategy == "tournament", env
+
+
+def test_the_config_lists_at_most_100_keys_each_with_a_one_line_doc():
+    rows = C.describe_keys()
+    assert len(rows) <= 100
+    assert all(doc and "\n" not in doc and len(doc) <= 90 for _, doc, _ in rows)
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(C.RENAMED.items()))
+def test_a_renamed_key_is_unknown_and_the_error_names_the_new_one(old: str, new: str):
+    section, key = old.split(".")
+    msg = _err([{section: {key: 1}}])
+    assert f"unknown config key '{old}'" in msg and new in msg
+    with pytest.raises(C.ConfigError) as ei:
+        C.load([C.parse_override(f"{old}=1")])
+    assert new in str(ei.value)

@@ -278,7 +278,7 @@ def test_buffer_check_counts_the_next_actions_a_team_run_keeps(
     from evohpo.envs import spec_for
 
     # the preset (teams, two frames) with critic targets from the next actions as played
-    played_targets = "population.opponent_actions=played"
+    played_targets = "games.opponent_actions=played"
     cfg = resolve(algo="matd3", env="simple_adversary", overrides=[played_targets])[0]
     spec, cap = spec_for(cfg.env), 1_000_000
     plain, played = ReplayBuffer.bytes_for(spec, cap), ReplayBuffer.bytes_for(spec, cap, True)

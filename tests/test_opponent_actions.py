@@ -1,11 +1,10 @@
-"""Games of several teams with ``population.opponent_actions: played``: a member trains only its
+"""Games of several teams with ``games.opponent_actions: played``: a member trains only its
 own team, and its critics' targets take the other teams' next actions as they were played."""
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -24,7 +23,6 @@ from evohpo.loop.trainer import Trainer
 from evohpo.playback.load import load_member
 from evohpo.runtime.ray.group import add_rows, new_rows
 from tests.test_competitive import TEAMS, tag_cfg
-from tests.test_trainer import NO_MUTATION, trained
 
 DUEL = EnvSpec(name="duel", agents=("pred", "prey"), per_agent={
     "pred": AgentSpec(obs_dim=3, discrete=False, act_dim=2),
@@ -163,7 +161,7 @@ def test_the_runtime_records_what_each_slot_plays_next() -> None:
 
 
 def test_learned_opponents_train_every_agent_and_keep_no_next_actions() -> None:
-    t = Trainer(tag_cfg(population={"opponent_actions": "learned"}))
+    t = Trainer(tag_cfg(games={"opponent_actions": "learned"}))
     assert not t.runtime.buffer.has_next_actions
     assert all(m.algo.learners == t.spec.agents for m in t.members)
     t.close()
@@ -235,51 +233,3 @@ def test_a_member_without_champions_to_play_the_others_is_refused(tmp_path: Path
     mid = next(m["id"] for m in meta["members"] if m["team"] == "good")
     with pytest.raises(ConfigError, match=r"plays only team 'good'.*does not exist yet"):
         load_member(tmp_path, str(mid))
-
-
-def test_team_opponent_actions_set_each_teams_critic_targets() -> None:
-    # the predators' members take the prey's next actions as played, so train their own team
-    # only; the prey's learn their own model of the predators (opponent_actions: learned). A
-    # network never trained stays equal to its target copy; one trained moves away from it
-    cfg = tag_cfg(steps=128, evolution={"evo_steps": 1000},
-                  algo={"learn_step": 8, "min_updates_per_step": 0.0},
-                  population={"opponent_actions": "learned",
-                              "team_opponent_actions": {"adversaries": "played"}},
-                  mutation=NO_MUTATION)
-    t = trained(cfg)
-    assert t.runtime.buffer.has_next_actions  # the predators' targets need them
-    prey, = TEAMS["good"]
-    for m in t.members:
-        algo = m.algo
-        assert algo.updates > 0
-        trains_prey = not same(algo.actors[prey].state_dict(),
-                               algo.actor_targets[prey].state_dict())
-        if m.team == "adversaries":
-            assert algo.learners == TEAMS["adversaries"] and not trains_prey
-        else:
-            assert algo.learners == t.spec.agents and trains_prey
-            model = [a for a in TEAMS["adversaries"]
-                     if not same(algo.actors[a].state_dict(),
-                                 algo.actor_targets[a].state_dict())]
-            assert model == list(TEAMS["adversaries"])  # its model of the predators learns
-
-
-def test_team_opponent_actions_without_played_keep_no_next_actions() -> None:
-    t = Trainer(tag_cfg(population={"opponent_actions": "played",
-                                    "team_opponent_actions": {"adversaries": "learned",
-                                                              "good": "learned"}}))
-    assert not t.runtime.buffer.has_next_actions
-    assert all(m.algo.learners == t.spec.agents for m in t.members)
-    t.close()
-
-
-@pytest.mark.parametrize(("over", "says"), [
-    ({"population": {"team_opponent_actions": {"prey": "learned"}}}, "adversaries, good"),
-    ({"population": {"team_opponent_actions": {"good": "learned"}, "teams": "joint"}},
-     "several teams"),
-    ({"population": {"team_opponent_actions": {"good": "mixed"}}}, "mixed takes the scripted"),
-])
-def test_team_opponent_actions_config_errors(over: dict[str, Any], says: str) -> None:
-    with pytest.raises(ConfigError) as ei:
-        Trainer(tag_cfg(**over)).close()
-    assert "population.team_opponent_actions" in str(ei.value) and says in str(ei.value)

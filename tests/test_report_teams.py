@@ -27,8 +27,8 @@ TAG_ARGS = ["--algo", "matd3", "--env", "simple_tag", "--quiet", "--steps", "96"
             "--set", "env.pool=sync", "--set", "env.num_envs=4", "--set", "population.size=2",
             "--set", "evolution.evo_steps=16", "--set", "evolution.learning_delay=0",
             "--set", "algo.batch_size=8", "--set", "algo.learn_step=4", "--set", "algo.hidden=[16]",
-            "--set", "eval.episodes=1", "--set", "eval.reference_episodes=1",
-            "--set", "eval.team_fitness=elo", "--set", "buffer.capacity=1000",
+            "--set", "eval.episodes=1", "--set", "games.reference_episodes=1",
+            "--set", "games.fitness=elo", "--set", "buffer.capacity=1000",
             "--set", "env.kwargs.max_cycles=8", "--set", "mutation.hyperparameters=1"]
 
 
@@ -39,7 +39,7 @@ def write_team_run(path: Path, generations: int = 3, elo: bool = False,
     generation 1 the first team's member 0 is replaced by 6, a clone of 1. The matches' returns
     are known numbers; in the last generation, the last match had a diverged member (null)."""
     path.mkdir(parents=True)
-    cfg = {"env": {"name": "simple_tag"}, "eval": {"team_fitness": "elo" if elo else "return"}}
+    cfg = {"env": {"name": "simple_tag"}, "games": {"fitness": "elo" if elo else "return"}}
     (path / "config.yaml").write_text(C.dump(C.load([TINY, cfg])))
     rows, league = [], []
     for g in range(generations):
@@ -209,7 +209,7 @@ def test_summary_and_comparison_of_team_runs(tmp_path: Path) -> None:
         for seed in (0, 1):
             d = write_team_run(tmp_path / "sw" / f"{mode}-s{seed}")
             cfg = {"env": {"name": "simple_tag"}, "seed": seed,
-                   "population": {"teams": "joint" if mode == "joint" else "auto"}}
+                   "games": {"teams": "joint" if mode == "joint" else "auto"}}
             (d / "config.yaml").write_text(C.dump(C.load([TINY, cfg])))
             rows = read_jsonl(d / "metrics.jsonl")
             for row in rows:

@@ -310,14 +310,9 @@ def test_sweep_dry_run_shows_each_budget(
     ("env", "settings", "says"),
     [
         (
-            "simple_adversary",
-            ["population.opponent_actions=mixed", "population.scripted_opponents=0"],
-            "'population.opponent_actions': mixed takes the scripted heuristic's next actions",
-        ),
-        (
             "simple_spread",
-            ["population.scripted_opponents=1"],
-            "'population.scripted_opponents': 1.0 needs a game of several teams",
+            ["games.scripted_opponents=1"],
+            "'games.scripted_opponents': 1.0 needs a game of several teams",
         ),
     ],
 )

@@ -43,11 +43,8 @@ class Algorithm(Protocol):
     spec: EnvSpec
     agents: tuple[str, ...]
     # the agents it trains (and mutates): every agent, or on a game of several teams with
-    # population.opponent_actions: played, its own team's
+    # games.opponent_actions: played, its own team's
     learners: tuple[str, ...]
-    # with population.opponent_actions: mixed, the other teams' agents: their next actions in
-    # its critics' targets are the ones played where the scripted heuristic played them
-    scripted_known: tuple[str, ...]
     hp: Hyperparams
     device: torch.device
     gen: torch.Generator             # its own random stream (saved with its state)
@@ -55,7 +52,6 @@ class Algorithm(Protocol):
     critics: dict[str, list[MLP]]    # per agent
     # moves whenever the actors' weights change in place (learning, loading, weight noise)
     actor_version: int
-    lr_scale: float  # algo.lr_decay's factor on hp's learning rates in the optimizers now
 
     def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
             done: np.ndarray | None = None) -> Actions:
@@ -76,10 +72,6 @@ class Algorithm(Protocol):
         ...
 
     def set_hyperparams(self, **changes: Any) -> None:
-        ...
-
-    def set_lr_scale(self, scale: float) -> None:
-        """The optimizers' learning rates at ``scale`` times ``hp``'s."""
         ...
 
     def arch(self) -> dict[str, Any]:

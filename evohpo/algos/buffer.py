@@ -31,8 +31,6 @@ class Batch(NamedTuple):
     alive: dict[str, torch.Tensor]       # [B] 1.0 where the agent acted (agents may leave early)
     # [B, act_dim] what each agent's policy did at next_obs (buffers that keep them; else None)
     next_actions: dict[str, torch.Tensor] | None = None
-    # [B] 1.0 where the scripted heuristic played the agent (buffers that keep it; else None)
-    scripted: dict[str, torch.Tensor] | None = None
 
 
 def _blocks(widths: list[int]) -> list[slice]:
@@ -42,11 +40,10 @@ def _blocks(widths: list[int]) -> list[slice]:
 
 class ReplayBuffer:
     FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "alive")
-    NEXT = "next_actions"  # the optional fields
-    SCRIPTED = "scripted"
+    NEXT = "next_actions"  # the optional field
 
     def __init__(self, spec: EnvSpec, capacity: int, device: torch.device | str = "cpu",
-                 next_actions: bool = False, scripted: bool = False):
+                 next_actions: bool = False):
         self.spec = spec
         self.agents = spec.agents
         self.capacity = int(capacity)
@@ -62,34 +59,22 @@ class ReplayBuffer:
         self.rewards = np.zeros((capacity, n_ag), np.float32)
         self.terminated = np.zeros((capacity, n_ag), np.float32)
         self.alive = np.zeros((capacity, n_ag), np.float32)
-        if scripted and not next_actions:
-            raise ValueError("a buffer that keeps which agents the scripted heuristic played "
-                             "keeps their next actions too")
-        self.fields = (self.FIELDS + ((self.NEXT,) if next_actions else ())
-                       + ((self.SCRIPTED,) if scripted else ()))
+        self.fields = self.FIELDS + ((self.NEXT,) if next_actions else ())
         if next_actions:
             self.next_actions = np.zeros((capacity, sum(act_w)), np.float32)
-        if scripted:
-            self.scripted = np.zeros((capacity, n_ag), np.float32)
         self.pos = 0    # next row to write
         self.size = 0   # rows holding data
         self.added = 0  # transitions ever added
 
     @staticmethod
-    def bytes_for(spec: EnvSpec, capacity: int, next_actions: bool = False,
-                  scripted: bool = False) -> int:
+    def bytes_for(spec: EnvSpec, capacity: int, next_actions: bool = False) -> int:
         obs = sum(spec[a].obs_dim for a in spec.agents)
         act = sum(spec[a].act_dim for a in spec.agents)
-        return 4 * capacity * (2 * obs + (1 + next_actions) * act
-                               + (3 + scripted) * len(spec.agents))
+        return 4 * capacity * (2 * obs + (1 + next_actions) * act + 3 * len(spec.agents))
 
     @property
     def has_next_actions(self) -> bool:
         return self.NEXT in self.fields
-
-    @property
-    def has_scripted(self) -> bool:
-        return self.SCRIPTED in self.fields
 
     @property
     def nbytes(self) -> int:
@@ -101,12 +86,10 @@ class ReplayBuffer:
     def add(self, obs: dict[str, np.ndarray], actions: dict[str, np.ndarray],
             rewards: dict[str, np.ndarray], next_obs: dict[str, np.ndarray],
             terminated: dict[str, np.ndarray], alive: dict[str, np.ndarray] | None = None,
-            next_actions: dict[str, np.ndarray] | None = None,
-            scripted: dict[str, np.ndarray] | None = None) -> int:
+            next_actions: dict[str, np.ndarray] | None = None) -> int:
         """Add one vector step: every array is [n, ...] with the same n (the envs).
 
-        ``next_actions`` is required by, and only taken by, a buffer that keeps them; so is
-        ``scripted`` ([n] per agent, true where the scripted heuristic played it).
+        ``next_actions`` is required by, and only taken by, a buffer that keeps them.
 
         Rows holding NaN or inf (a faulty env, a diverged policy) are dropped, not stored:
         one poisoned transition would reach every member. Returns how many were dropped.
@@ -122,8 +105,6 @@ class ReplayBuffer:
         if keep_next != (next_actions is not None):
             raise ValueError("next_actions must be given to a buffer that keeps them, and only "
                              "to one")
-        if self.has_scripted != (scripted is not None):
-            raise ValueError("scripted must be given to a buffer that keeps it, and only to one")
         if next_actions is not None:
             for a in self.agents:
                 ok &= np.isfinite(next_actions[a]).all(1)
@@ -143,8 +124,6 @@ class ReplayBuffer:
             self.alive[idx, j] = 1.0 if alive is None else alive[a][rows]
             if next_actions is not None:
                 self.next_actions[idx, self.act_slices[a]] = next_actions[a][rows]
-            if scripted is not None:
-                self.scripted[idx, j] = scripted[a][rows]
         self.pos = int((self.pos + m) % self.capacity)
         self.size = min(self.size + m, self.capacity)
         self.added += m
@@ -166,7 +145,6 @@ class ReplayBuffer:
         obs, nxt, act = t(self.obs[idx]), t(self.next_obs[idx]), t(self.actions[idx])
         rew, term, alive = t(self.rewards[idx]), t(self.terminated[idx]), t(self.alive[idx])
         nact = t(self.next_actions[idx]) if self.has_next_actions else None
-        scr = t(self.scripted[idx]) if self.has_scripted else None
         return Batch(
             obs={a: obs[:, s] for a, s in self.obs_slices.items()},
             actions={a: act[:, s] for a, s in self.act_slices.items()},
@@ -176,7 +154,6 @@ class ReplayBuffer:
             alive={a: alive[:, j] for j, a in enumerate(self.agents)},
             next_actions=None if nact is None else {a: nact[:, s]
                                                     for a, s in self.act_slices.items()},
-            scripted=None if scr is None else {a: scr[:, j] for j, a in enumerate(self.agents)},
         )
 
 
@@ -200,11 +177,7 @@ class ReplayBuffer:
             pos = n % self.capacity
         if self.has_next_actions and self.NEXT not in state and n:
             raise ValueError("the saved replay memory has no next actions, which this run's "
-                             "critics need (population.opponent_actions: played or mixed)")
-        if self.has_scripted and self.SCRIPTED not in state and n:
-            raise ValueError("the saved replay memory does not say where the scripted "
-                             "heuristic played, which this run's critics need "
-                             "(population.opponent_actions: mixed)")
+                             "critics need (games.opponent_actions: played)")
         for k in self.fields:
             if k in state:  # "alive" came later: older states mean everyone acted
                 getattr(self, k)[:n] = np.asarray(state[k])[order]

@@ -26,7 +26,7 @@ from evohpo.algos import arch_mutations, optim
 from evohpo.algos.base import Actions, Hyperparams
 from evohpo.algos.buffer import Batch
 from evohpo.algos.explore import Part, explore, squash_t
-from evohpo.algos.generators import generator_state
+from evohpo.algos.matd3_state import load_state, state_of
 from evohpo.algos.networks import MLP, frozen_copy, polyak_update
 from evohpo.algos.switches import Switches
 from evohpo.config import ArchSpace
@@ -65,9 +65,7 @@ class MATD3:
         self.agents = spec.agents
         # the agents it trains; the others' next actions come from the batch (next_actions)
         self.learners: tuple[str, ...] = spec.agents
-        self.scripted_known: tuple[str, ...] = ()  # see _next_action
         self.device = torch.device(device)
-        self.lr_scale = 1.0  # algo.lr_decay's factor now: the runtime sets it before learning
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(seed)
         if arch is None:
@@ -110,16 +108,11 @@ class MATD3:
         """Change hyperparameters; learning rates change in the optimizers in place (Adam state
         kept)."""
         self.hp = dataclasses.replace(self.hp, **changes)
-        self.set_lr_scale(self.lr_scale)
-
-    def set_lr_scale(self, scale: float) -> None:
-        """The optimizers' learning rates at ``scale`` times the member's own (algo.lr_decay)."""
-        self.lr_scale = scale
         for opts, lr in ((self.actor_opts, self.hp.lr_actor),
                          (self.critic_opts, self.hp.lr_critic)):
             for opt in opts.values():
                 for g in opt.param_groups:
-                    g["lr"] = lr * scale
+                    g["lr"] = lr
 
     # ------------------------------------------------------------------ acting
     def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
@@ -210,21 +203,13 @@ class MATD3:
 
     def _next_action(self, a: str, batch: Batch) -> torch.Tensor:
         """Agent ``a``'s next action in the targets: as played (``batch.next_actions``) where it
-        does not train ``a``, and for ``scripted_known`` agents (the other teams', with
-        population.opponent_actions: mixed) where the scripted heuristic played them
-        (``batch.scripted``); elsewhere its target actor's."""
-        known, played, where = a in self.scripted_known, batch.next_actions, batch.scripted
-        if a in self.learners and not known:
+        does not train ``a``; elsewhere its target actor's."""
+        if a in self.learners:
             return self._policy_action(a, batch.next_obs[a], self.actor_targets[a], smooth=True)
-        if played is None or (known and where is None):
+        if batch.next_actions is None:
             raise ValueError(f"learning agents {self.learners} of {self.agents} needs {a}'s "
-                             "next actions (a replay memory that keeps them" + (
-                                 " and where the scripted heuristic played)" if known else ")"))
-        if not known:
-            return played[a]
-        assert where is not None
-        own = self._policy_action(a, batch.next_obs[a], self.actor_targets[a], smooth=True)
-        return torch.where(where[a][:, None] > 0, played[a], own)
+                             "next actions (a replay memory that keeps them)")
+        return batch.next_actions[a]
 
     def learn(self, batch: Batch) -> dict[str, float]:
         """One gradient step for every learner's critics, and (every policy_delay) its actor.
@@ -332,50 +317,11 @@ class MATD3:
             c.num_params() for cs in self.critics.values() for c in cs)
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "hp": dataclasses.asdict(self.hp),
-            "arch": self.arch(),
-            "actors": {a: n.state_dict() for a, n in self.actors.items()},
-            "actor_targets": {a: n.state_dict() for a, n in self.actor_targets.items()},
-            "critics": {a: [c.state_dict() for c in cs] for a, cs in self.critics.items()},
-            "critic_targets": {a: [c.state_dict() for c in cs]
-                               for a, cs in self.critic_targets.items()},
-            "actor_opts": {a: o.state_dict() for a, o in self.actor_opts.items()},
-            "critic_opts": {a: o.state_dict() for a, o in self.critic_opts.items()},
-            "updates": self.updates,
-            "learners": list(self.learners),
-            "scripted_known": list(self.scripted_known),
-            "gen": self.gen.get_state(),
-            "ou_state": {a: x.copy() for a, x in self.ou_state.items()},
-        }
+        return state_of(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load a state; networks (and optimizers) are rebuilt first if its architecture differs."""
-        self.hp = Hyperparams(**state["hp"])
-        if "arch" in state and state["arch"] != self.arch():
-            # weights overwritten below
-            self._build_networks(state["arch"], torch.Generator().manual_seed(0))
-        for a in self.agents:
-            self.actors[a].load_state_dict(state["actors"][a])
-            self.actor_targets[a].load_state_dict(state["actor_targets"][a])
-            for c, sd in zip(self.critics[a], state["critics"][a], strict=True):
-                c.load_state_dict(sd)
-            for c, sd in zip(self.critic_targets[a], state["critic_targets"][a], strict=True):
-                c.load_state_dict(sd)
-            # torch's Optimizer.load_state_dict keeps the given tensors (step, moments) by
-            # reference: copy them, or two members loaded from one in-memory state would step
-            # each other's Adam
-            self.actor_opts[a].load_state_dict(copy.deepcopy(state["actor_opts"][a]))
-            self.critic_opts[a].load_state_dict(copy.deepcopy(state["critic_opts"][a]))
-        self.set_hyperparams()  # the optimizers' lr follow hp
-        self.actor_version += 1
-        self.updates = int(state["updates"])
-        self.learners = tuple(state.get("learners", self.agents))  # older states: all of them
-        self.scripted_known = tuple(state.get("scripted_known", ()))
-        # a state saved on another device type (a GPU run evaluated on a CPU) reseeds
-        self.gen.set_state(generator_state(state["gen"], self.device))
-        self.ou_state = {a: torch.as_tensor(x).numpy().astype(np.float32)  # arrays or tensors
-                         for a, x in state["ou_state"].items()}
+        load_state(self, state)
 
     @classmethod
     def from_state_dict(cls, spec: EnvSpec, sw: Switches, state: dict[str, Any],

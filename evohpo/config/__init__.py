@@ -6,10 +6,10 @@ wrong types and out-of-range values raise :class:`ConfigError` naming the key, t
 what is allowed. The resolved tree is written to the run directory and is the W&B run config.
 """
 
+from evohpo.config.keys import RENAMED, describe_keys, show
 from evohpo.config.loader import (
     build,
     deep_merge,
-    describe_keys,
     dump,
     load,
     parse_dotted,
@@ -17,7 +17,6 @@ from evohpo.config.loader import (
     read_yaml,
     replace,
     to_dict,
-    validate,
 )
 from evohpo.config.schema import (
     Activation,
@@ -31,15 +30,18 @@ from evohpo.config.schema import (
     EnvConfig,
     EvalConfig,
     EvolutionConfig,
+    GamesConfig,
     HyperparamSpace,
     LoggingConfig,
     MutationConfig,
     PopulationConfig,
     WandbConfig,
 )
+from evohpo.config.validate import validate
 from evohpo.errors import ConfigError
 
 __all__ = [
+    "RENAMED",
     "Activation",
     "AlgoConfig",
     "ArchSpace",
@@ -52,6 +54,7 @@ __all__ = [
     "EnvConfig",
     "EvalConfig",
     "EvolutionConfig",
+    "GamesConfig",
     "HyperparamSpace",
     "LoggingConfig",
     "MutationConfig",
@@ -66,6 +69,7 @@ __all__ = [
     "parse_override",
     "read_yaml",
     "replace",
+    "show",
     "to_dict",
     "validate",
 ]

@@ -17,6 +17,9 @@ from collections.abc import Mapping, Sequence
 from evohpo.envs.spec import ONE_TEAM, EnvSpec
 from evohpo.errors import ConfigError
 
+# the playing teams of a run, (team name, its agents) in the env's team order
+# (evohpo.config.checks.playing_teams resolves them)
+Teams = list[tuple[str, tuple[str, ...]]]
 # mpe2 short names of the competitive envs -> agent name prefixes of their adversaries
 COMPETITIVE: dict[str, tuple[str, ...]] = {
     "simple_adversary": ("adversary_",),

@@ -13,7 +13,6 @@ from evohpo.envs.spec import EnvSpec
 from evohpo.evolve import space
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.member import Member, child_seed
-from evohpo.runtime.evaluate import opponent_actions
 
 
 def make_population(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torch.device,
@@ -33,17 +32,15 @@ def make_population(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device
 
 def _add_team(cfg: Config, spec: EnvSpec, rng: np.random.Generator, device: torch.device,
               team: str | None, members: list[Member], records: list[MutationRecord]) -> None:
-    mode = None if team is None else opponent_actions(cfg, team)  # a joint run: every agent's
     for start in space.starts(cfg, rng):
         i = len(members)
         seed = child_seed(rng)
         own = dataclasses.replace(cfg, algo=dataclasses.replace(
             cfg.algo, hidden=start.hidden, **start.hyperparams)) if start.sampled else cfg
         algo = build_algo(own, spec, seed, device)
-        if team is not None and mode == "played":  # the other teams' next actions as played
+        if team is not None and cfg.games.opponent_actions == "played":
+            # the other teams' next actions as played: it trains its own team's agents only
             algo.learners = tuple(spec.teams[team])
-        elif team is not None and mode == "mixed":
-            algo.scripted_known = tuple(a for a in spec.agents if a not in spec.teams[team])
         members.append(Member(id=i, parent_id=None, algo=algo, rng=np.random.default_rng(seed),
                               team=team))
         records.append(MutationRecord(0, i, None, "birth", target="hyperparameters",

@@ -21,13 +21,15 @@ force being ``(a[2] - a[1], a[4] - a[3])``; discrete actions are the index (0 no
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.runtime.evaluate import Policy
+
+if TYPE_CHECKING:  # annotations only: the runtime package imports this module
+    from evohpo.runtime.evaluate import Policy
 
 KINDS = ("random", "heuristic")
 Actions = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]

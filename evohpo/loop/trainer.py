@@ -26,6 +26,7 @@ import torch
 from evohpo import checkpoint
 from evohpo.algos.base import Algorithm
 from evohpo.config import Config, to_dict
+from evohpo.config.checks import check, fitness_agents
 from evohpo.envs import spec_for
 from evohpo.errors import Diverged, Interrupted
 from evohpo.evolve.evolution import next_generation
@@ -37,9 +38,9 @@ from evohpo.logs.loggers import Logger
 from evohpo.loop.best import BestKeeper
 from evohpo.loop.metrics import Window, best_index, generation_metrics
 from evohpo.loop.state import RunState
-from evohpo.runtime import Runtime, lr_factor
+from evohpo.runtime import Runtime
 from evohpo.runtime.backends import runtime_class
-from evohpo.runtime.evaluate import Score, fitness_agents, playing_teams
+from evohpo.runtime.evaluate import Score
 
 
 def torch_threads(cfg: Config) -> int:
@@ -62,6 +63,7 @@ class Trainer:
         torch.set_num_threads(torch_threads(cfg))
         pool_ss, eval_ss, evo_ss, pop_ss = np.random.SeedSequence(cfg.seed).spawn(4)
         self.spec = spec_for(cfg.env)
+        check(cfg, self.spec)  # the config against the env, once, before anything is built
         agents = fitness_agents(cfg.eval.fitness_agents, self.spec)
         self.runtime = (runtime or runtime_class(cfg))(
             cfg, self.spec, self.log, int(pool_ss.generate_state(1)[0]), agents, run_dir)
@@ -70,7 +72,7 @@ class Trainer:
         self.mutation_cfg = dataclasses.replace(cfg.mutation, bounds=dataclasses.replace(
             b, batch_size=dataclasses.replace(
                 b.batch_size, max=min(b.batch_size.max, cfg.buffer.capacity))))
-        teams = playing_teams(cfg, self.spec)  # a game of several teams: a population each
+        teams = self.runtime.teams  # a game of several teams: a population each
         self.league = League(cfg, self.spec, teams) if teams else None
         members, self.births = make_population(
             dataclasses.replace(cfg, mutation=self.mutation_cfg), self.spec,
@@ -121,7 +123,6 @@ class Trainer:
         k = self.runtime.k
         n = min(-(-(cfg.evolution.evo_steps - s.window_steps) // k),
                 -(-(cfg.steps - s.env_steps) // cfg.env.num_envs))
-        self.runtime.lr_scale = lr_factor(cfg, s.env_steps)
         taken = self.runtime.collect(n, s.env_steps, s.generation, stop=lambda: self.interrupted)
         s.env_steps += taken * cfg.env.num_envs
         s.window_steps += taken * k
@@ -173,10 +174,9 @@ class Trainer:
     def place(self) -> None:
         """The members into the runtime's slots (teams: this window's pairing of members)."""
         s = self.state
-        if self.league:  # the draws of the window, from the env steps where it started
-            start = s.env_steps - s.window_steps // self.runtime.k * self.cfg.env.num_envs
+        if self.league:  # this window's pairs and draws
             self.runtime.place(s.members, self.league.slots(s.generation),
-                               self.league.opponents(s.generation, start))
+                               self.league.opponents(s.generation))
         else:
             self.runtime.place(s.members)
 
@@ -189,8 +189,6 @@ class Trainer:
             s.generation, self.elapsed(now), now - self.window_start, pop_steps, self.evaluated,
             scores, self.runtime.window(), s.best_ever, records,
             self.keeper.score if self.cfg.eval.confirm_episodes else None))
-        if self.cfg.algo.lr_decay < 1:
-            m["train/lr_factor"] = self.runtime.lr_scale
         if self.league:  # per team; eval/* then describe the first team
             m.update(self.league.window_metrics(self.evaluated, scores, s.generation, self.log))
         self.log.log(m, s.env_steps)

@@ -36,7 +36,7 @@ def load_member(run_dir: Path, which: str = "best", flag: str = "--member",
     name it as given to ``flag``).
 
     On a game of several teams, a member that trains only its own team
-    (``population.opponent_actions: played``) comes with the run's champions playing the other
+    (``games.opponent_actions: played``) comes with the run's champions playing the other
     teams."""
     cfg = run_config(run_dir)
     spec = spec_for(cfg.env)

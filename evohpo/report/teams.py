@@ -1,4 +1,4 @@
-"""The report's "Teams" section, for games of several teams (``population.teams: auto`` on
+"""The report's "Teams" section, for games of several teams (``games.teams: auto`` on
 simple_tag, simple_adversary, ...): each team's fitness and its members' ratings, the last
 generation's cross-play between the teams' members (``league.jsonl``), and each team's champion
 against the fixed references over time (``vs/<team>/<ref>`` beside ``vs/<team>/<ref>/ref``).
@@ -45,7 +45,7 @@ class Teams:
     names: list[str]             # in the env's order: the order of a match's members
     member_team: dict[str, str]  # member id -> its team
     refs: list[str]              # the references the champions played, as logged
-    elo: bool                    # fitness is an Elo rating (eval.team_fitness: elo)
+    elo: bool                    # fitness is an Elo rating (games.fitness: elo)
 
     def color(self, team: str) -> str:
         return f"C{self.names.index(team) % 10}" if team in self.names else "grey"
@@ -82,7 +82,7 @@ def read_teams(run: Run) -> Teams:
                 ref = k[len(f"vs/{team}/"):].removesuffix("/ref")
                 if k.startswith(f"vs/{team}/") and ref and ref not in refs:
                     refs.append(ref)
-    elo = (run.config.get("eval", {}).get("team_fitness") == "elo"
+    elo = (run.config.get("games", {}).get("fitness") == "elo"
            or any("rating" in m.fields for m in run.members))
     return Teams(names, member_team, refs, elo)
 
@@ -269,7 +269,7 @@ def cross_play_html(run: Run, teams: Teams) -> str:
 def references_table(run: Run, teams: Teams) -> str:
     if not teams.refs:
         return ("<p class='muted'>no play against references logged "
-                "(eval.reference_episodes: 0?)</p>")
+                "(games.reference_episodes: 0?)</p>")
     rows = []
     for i in sample_rows(len(run.metrics)):
         r = run.metrics[i]

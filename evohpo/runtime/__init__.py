@@ -21,17 +21,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from evohpo.algos import Algorithm
 from evohpo.config import Config
+from evohpo.config.checks import keeps_next_actions, playing_teams
 from evohpo.envs.shaping import make_shaping
 from evohpo.envs.spec import EnvSpec
 from evohpo.evolve.member import Member
 from evohpo.games.references import Scripted
 from evohpo.logs.loggers import Logger
-from evohpo.runtime.evaluate import Score, keeps_next_actions, playing_teams
+from evohpo.runtime.evaluate import Score
 
 # who plays the other teams in the second half of a slot's envs (see Runtime.place)
-Opponent = Algorithm | Scripted | None
+Opponent = Scripted | None
 
 
 @dataclass
@@ -42,16 +42,6 @@ class WindowStats:
     train_returns: list[float] = field(default_factory=list)  # finished training episodes
     dropped: int = 0   # non-finite transitions kept out of the replay memory, in the whole run
     restarts: int = 0  # env pool restarts after failures, in the whole run
-
-
-def lr_factor(cfg: Config, env_steps: int) -> float:
-    """algo.lr_decay's factor on every member's learning rates at ``env_steps`` of the run: 1
-    until lr_decay_start of its steps, then falling linearly to lr_decay at its end."""
-    a = cfg.algo
-    start = a.lr_decay_start * cfg.steps
-    if a.lr_decay == 1 or env_steps <= start or start >= cfg.steps:
-        return 1.0
-    return 1.0 - (1.0 - a.lr_decay) * min(1.0, (env_steps - start) / (cfg.steps - start))
 
 
 class Runtime(ABC):
@@ -66,9 +56,8 @@ class Runtime(ABC):
         self.fitness_agents = fitness_agents
         self.k = cfg.env.num_envs // cfg.population.size  # envs per member slot
         self.teams = playing_teams(cfg, spec)  # None: each member drives every agent
-        self.lr_scale = 1.0  # lr_factor at the start of what collect runs: the trainer sets it
-        # the replay memory's optional fields: next actions as played, where the heuristic played
-        self.next_actions, self.scripted_rows = keeps_next_actions(cfg, self.teams)
+        # the replay memory's optional field: the other teams' next actions as played
+        self.next_actions = keeps_next_actions(cfg, self.teams)
         self.shaping = make_shaping(cfg, spec)  # None: the replay memory keeps the env's rewards
         self.size = cfg.population.size * len(self.teams or [None])  # members placed
         self.members: list[Member] = []
@@ -91,11 +80,10 @@ class Runtime(ABC):
         """Put the population's members into the slots, in order (slot j drives envs j*k ..).
 
         On a game of several teams, ``slots[j][t]`` is the member playing team ``t``'s agents
-        in slot j (each member in one slot). ``opponents[j] = (u, past)``: in the second half of
-        slot j's envs, every team but ``u`` is played by ``past`` without exploration: past
-        champions (``population.past_opponents``), the scripted heuristic
-        (``population.scripted_opponents``), or, where None, the slot's members as in the first
-        half."""
+        in slot j (each member in one slot). ``opponents[j] = (u, other)``: in the second half
+        of slot j's envs, every team but ``u`` is played by ``other`` without exploration: the
+        scripted heuristic (``games.scripted_opponents``), or, where None, the slot's members as
+        in the first half."""
         self.members, self.slots, self.opponents = list(members), slots, opponents
 
     @abstractmethod

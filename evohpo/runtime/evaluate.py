@@ -20,6 +20,7 @@ import numpy as np
 
 from evohpo.envs import VectorPool, make_pool
 from evohpo.envs.spec import EnvSpec
+from evohpo.envs.teams import Teams
 from evohpo.errors import ConfigError, EnvError
 
 MAX_EPISODE_STEPS = 100_000
@@ -34,7 +35,6 @@ class Policy(Protocol):
 
 
 Lineup = Sequence[tuple[Policy, Sequence[str]]]
-Teams = list[tuple[str, tuple[str, ...]]]  # (team name, its agents), in the env's team order
 
 
 @dataclass(frozen=True)
@@ -61,114 +61,6 @@ class Score:
 def episode_totals(returns: dict[str, np.ndarray], agents: Sequence[str]) -> np.ndarray:
     """Each episode's return summed over ``agents``."""
     return np.sum([returns[a] for a in agents], axis=0)
-
-
-def fitness_agents(chosen: Sequence[str] | None, spec: EnvSpec) -> list[str]:
-    """The agents whose returns make up fitness (``eval.fitness_agents``; None: every agent)."""
-    if chosen is None:
-        return list(spec.agents)
-    unknown = [a for a in chosen if a not in spec.agents]
-    if unknown or not chosen:
-        raise ConfigError(f"config key 'eval.fitness_agents': {chosen} must name agents of "
-                          f"{spec.name}: {', '.join(spec.agents)}")
-    return list(chosen)
-
-
-def playing_teams(cfg: Any, spec: EnvSpec) -> Teams | None:
-    """The teams that evolve apart, each its own population scored by cross-play
-    (``population.teams: auto`` on a game of several teams); None: one population whose members
-    drive every agent."""
-    teams: dict[str, tuple[str, ...]] = getattr(spec, "teams", None) or {}
-    if cfg.population.teams == "joint" or len(teams) < 2:
-        for section, key, off in (("population", "past_opponents", 0),
-                                  ("population", "scripted_opponents", 0),
-                                  ("population", "scripted_teams", None),
-                                  ("population", "scripted_teams_until", None),
-                                  ("population", "past_teams", None),
-                                  ("eval", "heuristic_weight", 0),
-                                  ("algo", "team_gradient_steps", {}),
-                                  ("population", "team_opponent_actions", {})):
-            value = getattr(getattr(cfg, section), key)
-            if value != off:
-                raise ConfigError(f"config key '{section}.{key}': {value} needs a game of "
-                                  "several teams and population.teams: auto; "
-                                  f"{spec.name} plays as one team here; set it to "
-                                  f"{'null' if off is None else off}")
-        return None
-    steps = cfg.algo.team_gradient_steps  # the loader has checked that the counts are ints
-    if any(t not in teams for t in steps) or any(n < 1 for n in steps.values()):
-        raise ConfigError(f"config key 'algo.team_gradient_steps': {steps} must map teams of "
-                          f"this game ({', '.join(teams)}) to whole numbers >= 1")
-    modes = cfg.population.team_opponent_actions  # the loader has checked the modes
-    if any(t not in teams for t in modes):
-        raise ConfigError(f"config key 'population.team_opponent_actions': {modes} must map "
-                          f"teams of this game ({', '.join(teams)}) to played, learned or mixed")
-    return [(name, tuple(agents)) for name, agents in teams.items()]
-
-
-def facing_heuristic(cfg: Any, names: list[str]) -> list[int]:
-    """The indices of the teams named by ``population.scripted_teams`` (null: all)."""
-    chosen, until = cfg.population.scripted_teams, cfg.population.scripted_teams_until
-    if chosen is None:
-        if until is not None:
-            raise ConfigError(f"config key 'population.scripted_teams_until': {until} ends "
-                              "population.scripted_teams part way, which is null (every team "
-                              "plays the heuristic throughout): name the teams there, or set "
-                              "this key to null")
-        return list(range(len(names)))
-    return named_teams(cfg, "scripted_teams", "scripted_opponents", "the scripted heuristic",
-                       "draw", names)
-
-
-def facing_past(cfg: Any, names: list[str]) -> list[int]:
-    """The indices of the teams named by ``population.past_teams`` (null: all)."""
-    return named_teams(cfg, "past_teams", "past_opponents", "past champions", "keep", names)
-
-
-def named_teams(cfg: Any, key: str, source: str, what: str, verb: str,
-                names: list[str]) -> list[int]:
-    """The indices of the teams that ``population.<key>`` names to meet ``what``, the
-    opponents that ``population.<source>`` is on to ``verb`` (null: every team)."""
-    chosen = getattr(cfg.population, key)
-    if chosen is None:
-        return list(range(len(names)))
-    said = f"config key 'population.{key}': {chosen}"
-    if not getattr(cfg.population, source):
-        raise ConfigError(f"{said} names the teams that play {what}, which "
-                          f"population.{source} is 0 to {verb}: set it above 0, or this key "
-                          "to null")
-    if not chosen or any(t not in names for t in chosen):
-        raise ConfigError(f"{said} must name one or more teams of this game: "
-                          f"{', '.join(names)} (null: every team)")
-    return sorted({names.index(t) for t in chosen})
-
-
-def gradient_steps(cfg: Any, team: str | None) -> int:
-    """Gradient steps each time a member of ``team`` learns (``algo.team_gradient_steps``, else
-    ``algo.gradient_steps``; a member of a joint run has no team)."""
-    return cfg.algo.team_gradient_steps.get(team, cfg.algo.gradient_steps)
-
-
-def opponent_actions(cfg: Any, team: str) -> str:
-    """How a member of ``team`` gets the other teams' next actions for its critics' targets
-    (``population.team_opponent_actions``, else ``population.opponent_actions``)."""
-    return cfg.population.team_opponent_actions.get(team, cfg.population.opponent_actions)
-
-
-def keeps_next_actions(cfg: Any, teams: Teams | None) -> tuple[bool, bool]:
-    """Whether the replay memory keeps each step's next actions as played, and whether it keeps
-    which agents the scripted heuristic played: some team of ``teams`` (the playing teams; None
-    in a joint run) takes the other teams' next actions played or mixed (the first), or mixed
-    (both)."""
-    modes = {opponent_actions(cfg, name) for name, _ in teams or []}
-    if "mixed" in modes and not cfg.population.scripted_opponents:
-        key = ("team_opponent_actions" if "mixed" in cfg.population.team_opponent_actions.values()
-               else "opponent_actions")
-        raise ConfigError(f"config key 'population.{key}': mixed takes the scripted "
-                          "heuristic's next actions where it played, which "
-                          "population.scripted_opponents is 0 to draw: set it above 0, or this "
-                          "key to learned")
-    return bool(modes & {"played", "mixed"}), "mixed" in modes
 
 
 def fitted(policy: Policy, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

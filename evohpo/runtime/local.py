@@ -36,7 +36,7 @@ from evohpo.evolve.member import Member
 from evohpo.games.references import Scripted
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
-from evohpo.runtime.evaluate import Score, episode_returns, eval_pool, gradient_steps, score
+from evohpo.runtime.evaluate import Score, episode_returns, eval_pool, score
 
 
 def available_memory() -> int | None:
@@ -54,10 +54,9 @@ def available_memory() -> int | None:
         return None
 
 
-def check_memory(spec: EnvSpec, capacity: int, next_actions: bool = False,
-                 scripted: bool = False) -> None:
+def check_memory(spec: EnvSpec, capacity: int, next_actions: bool = False) -> None:
     """Refuse a replay memory that cannot fit: numpy would allocate lazily and fail much later."""
-    need = ReplayBuffer.bytes_for(spec, capacity, next_actions, scripted)
+    need = ReplayBuffer.bytes_for(spec, capacity, next_actions)
     have = available_memory()
     if have is not None and need > 0.9 * have:
         raise ConfigError(f"config key 'buffer.capacity': {capacity:,} transitions need "
@@ -117,9 +116,8 @@ class LocalRuntime(Runtime):
         self.pool: VectorPool = self.make_train_pool()
         # the same backend as training: a batched pool plays the episodes a PettingZoo pool would
         self.eval_pool = eval_pool(cfg, spec, cfg.eval.episodes)
-        check_memory(spec, cfg.buffer.capacity, self.next_actions, self.scripted_rows)
-        self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device, self.next_actions,
-                                   self.scripted_rows)
+        check_memory(spec, cfg.buffer.capacity, self.next_actions)
+        self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device, self.next_actions)
         self.actor = PopulationActor(spec)
         # one per team, each acting for its own agents only
         self.team_actors = [PopulationActor(dataclasses.replace(spec, agents=agents))
@@ -141,9 +139,6 @@ class LocalRuntime(Runtime):
     def collect(self, n: int, env_steps: int, generation: int,
                 stop: Callable[[], bool] = lambda: False) -> int:
         self.env_steps = env_steps
-        if self.cfg.algo.lr_decay < 1:  # members cloned, mutated or restored since included
-            for m in self.members:
-                m.algo.set_lr_scale(self.lr_scale)
         taken = 0
         while taken < n and not stop():
             taken += self.step()  # a step lost to an env failure is taken again
@@ -167,8 +162,7 @@ class LocalRuntime(Runtime):
         rewards = (res.rewards if self.shaping is None
                    else self.shaping(obs, res.rewards, res.next_obs, res.terminated))
         self.dropped += self.buffer.add(obs, stored, rewards, res.next_obs, res.terminated,
-                                        res.alive, nxt,
-                                        self.scripted_agents() if self.scripted_rows else None)
+                                        res.alive, nxt)
         self.track_episodes(res)
         self.obs = res.obs
         self.count_steps()
@@ -201,47 +195,29 @@ class LocalRuntime(Runtime):
                     np.nan_to_num(x, copy=False, nan=sp.low, posinf=sp.high, neginf=sp.low)
         return env_act, stored
 
-    def scripted_agents(self) -> dict[str, np.ndarray]:
-        """For each agent, the envs where the scripted heuristic plays it this window (the
-        second half of the slots that drew it, its team being one the slot's member does not
-        play)."""
-        out = {a: np.zeros(self.cfg.env.num_envs, bool) for a in self.spec.agents}
-        k, h = self.k, self.k // 2
-        for j, (live, past) in enumerate(self.opponents or []):
-            if isinstance(past, Scripted):
-                for t, (_, agents) in enumerate(self.teams or []):
-                    for a in agents if t != live else ():
-                        out[a][j * k + h:(j + 1) * k] = True
-        return out
-
     def act_with_past(self, t: int, actor: PopulationActor, playing: list[Member],
                       obs: dict[str, np.ndarray], noise: bool = True) -> Actions:
-        """Team ``t``'s actions when opponents other than the current members play the second
-        half of some slots (``Runtime.place``): there the past champion or the scripted policy
-        acts, without exploration; elsewhere the slot's member (one part over the whole slot
-        where it plays every env, so that its OU noise keeps one state)."""
+        """Team ``t``'s actions when the scripted policy plays the second half of some slots
+        (``Runtime.place``): there it acts, without exploration; elsewhere the slot's member
+        (one part over the whole slot where it plays every env, so that its OU noise keeps one
+        state)."""
         assert self.opponents is not None
         k, h = self.k, self.k // 2
         algos: list[Algorithm] = []
         parts: list[Part] = []
         scripted: list[Scripted] = []
         scripted_rows: list[np.ndarray] = []
-        for j, (m, (live, past)) in enumerate(zip(playing, self.opponents, strict=True)):
+        for j, (m, (live, other)) in enumerate(zip(playing, self.opponents, strict=True)):
             rows, first, second = (slice(j * k, (j + 1) * k), slice(j * k, j * k + h),
                                    slice(j * k + h, (j + 1) * k))
             rng = m.rng if noise else None
-            if live == t or past is None:
-                algos += [m.algo, m.algo]
+            algos += [m.algo, m.algo]
+            if live == t or other is None:
                 parts.append(Part(m.algo, rng, rows, self.done[rows]))
-            elif isinstance(past, Scripted):  # its rows are overwritten below
-                algos += [m.algo, m.algo]
+            else:  # its rows are overwritten below
                 parts.append(Part(m.algo, rng, first, self.done[first]))
-                scripted.append(past)
+                scripted.append(other)
                 scripted_rows.append(np.arange(second.start, second.stop))
-            else:
-                algos += [m.algo, past]
-                parts += [Part(m.algo, rng, first, self.done[first]),
-                          Part(past, None, second, None)]
         env_act, stored = explore(actor.spec, actor.outputs(algos, obs, h), parts)
         if scripted:  # one call over all its rows (a rule reads one row of its own agent's obs)
             policy = scripted[0]
@@ -262,7 +238,7 @@ class LocalRuntime(Runtime):
                 if not ready or len(self.buffer) < m.hp.batch_size:
                     continue
                 n = updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
-                                      gradient_steps(self.cfg, m.team), m.hp.min_updates_per_step)
+                                      self.cfg.algo.gradient_steps, m.hp.min_updates_per_step)
                 for _ in range(n):
                     if m.diverged:
                         break

@@ -27,25 +27,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from evohpo import checkpoint
 from evohpo import config as C
 from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.algos.generators import generator_fits
 from evohpo.checkpoint import map_tree, rng_from
 from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError, EvohpoError
-from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import Score
-from evohpo.runtime.ray import ActorLost, connect, group, require_ray, resolve_resources
+from evohpo.runtime.ray import connect, group, recovery, require_ray, resolve_resources
 from evohpo.runtime.ray.group import MemberGroup, group_config, member_state
-
-
-def first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:160] if text else type(e).__name__
+from evohpo.runtime.ray.recovery import first_line
 
 
 def writable(obj: Any) -> Any:
@@ -151,8 +145,7 @@ class RayRuntime(Runtime):
                          f"{f', {self.gpus:g} GPUs' if self.gpus else ''} per actor, "
                          f"members on {self.infos[0]['device']}")
         window = self.cfg.evolution.evo_steps * self.cfg.population.size
-        nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity, self.next_actions,
-                                         self.scripted_rows)
+        nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity, self.next_actions)
         self.log.message(f"ray: experience sharing moves ~"
                          f"{human_bytes(window * self.row_bytes * (n - 1))} per window ({window:,} "
                          f"transitions x {self.row_bytes} B x {n - 1} other actors); every actor "
@@ -163,7 +156,7 @@ class RayRuntime(Runtime):
 
     @property
     def row_bytes(self) -> int:
-        return ReplayBuffer.bytes_for(self.spec, 1, self.next_actions, self.scripted_rows)
+        return ReplayBuffer.bytes_for(self.spec, 1, self.next_actions)
 
     def collect(self, n: int, env_steps: int, generation: int,
                 stop: Callable[[], bool] = lambda: False) -> int:
@@ -197,7 +190,7 @@ class RayRuntime(Runtime):
         """Start ``n`` vector steps in every actor: one (report, rows) pair of references each."""
         share = env_steps // self.num_actors
         self.restarts_before = self.restarts
-        return [a.run.options(num_returns=2).remote(n, share, self.restarts, self.lr_scale)
+        return [a.run.options(num_returns=2).remote(n, share, self.restarts)
                 for a in self.actors]
 
     def absorb(self, g: int, report: dict[str, Any]) -> None:
@@ -336,42 +329,13 @@ class RayRuntime(Runtime):
 
     # ----------------------------------------------------------------------------- faults
     def recover(self, g: int, error: BaseException) -> None:
-        """Recreate lost actor ``g``: its members from the driver's copy, its replay copy from a
-        live actor (else the checkpoint), fresh envs. Each member gets a ``restored`` record."""
-        t0 = time.perf_counter()
-        self.actor_restarts += 1
-        limit = self.cfg.distributed.max_actor_restarts
-        why = first_line(error)
-        if self.actor_restarts > limit:
-            raise ActorLost(f"ray actor {g} was lost ({why}); {self.actor_restarts} actors lost "
-                            f"(distributed.max_actor_restarts is {limit}); stopping. The last "
-                            "checkpoint is kept: resume with evohpo train --resume") from None
-        self.log.message(f"ray: actor {g} was lost ({why}); recreating it and restoring its "
-                         f"members ({self.actor_restarts}/{limit})")
-        with contextlib.suppress(Exception):
-            self.ray.kill(self.actors[g])
-        self.actors[g] = self.spawn(g)
-        for p in self.places(g):
-            self.placed[p] = None  # sent again below
-        self.sync_members_of(g)
-        self.restore_replay(g)
-        e = slice(g * self.envs_per_actor, (g + 1) * self.envs_per_actor)
-        seed = int(np.random.SeedSequence([self.pool_seed, 1_000 + self.actor_restarts])
-                   .generate_state(1)[0])
-        obs = self.get(self.actors[g].reset.remote(seed))
-        if self.obs is not None:
-            for a, o in obs.items():
-                self.obs[a][e] = o
-        self.ep_return[e] = 0.0  # the cut episodes are not counted as returns
-        self.done[e] = True      # and exploration noise restarts with the new episodes
-        self.get(self.actors[g].set_loop.remote(self.done[e], self.ep_return[e]))
-        records = [MutationRecord(self.generation, m.id, m.parent_id, "restored", op=f"actor {g}",
-                                  note=f"actor lost ({why}); restored from the driver's copy "
-                                       "(the last checkpoint's state); this window's progress "
-                                       "of the member is lost")
-                   for m in (self.members[j] for j in self.held(g))]
-        self.log.lineage([r.to_json() for r in records])
-        self.timing["recover"] += time.perf_counter() - t0
+        recovery.recover(self, g, error)
+
+    def sync_members_of(self, g: int) -> None:
+        recovery.sync_members_of(self, g)
+
+    def restore_replay(self, g: int) -> None:
+        recovery.restore_replay(self, g)
 
     def sync_opponents(self, only: Sequence[int] | None = None) -> None:
         """Send each actor its slots' opponents when they were placed anew (a new window),
@@ -381,33 +345,6 @@ class RayRuntime(Runtime):
             self.sent_opponents = ops
             self.call_all("set_opponents", lambda g: (None if ops is None else [
                 (u, group.opponent_state(a)) for u, a in ops[g * m:(g + 1) * m]],), only=only)
-
-    def sync_members_of(self, g: int) -> None:
-        held = self.held(g)
-        self.get(self.actors[g].set_members.remote(
-            {i: self.member_state(self.members[j]) for i, j in enumerate(held)}))
-        for p, j in zip(self.places(g), held, strict=True):
-            self.placed[p] = self.members[j]
-        self.sync_opponents(only=[g])
-
-    def restore_replay(self, g: int) -> None:
-        """Fill a recreated actor's replay copy from a live actor's, else from the last
-        checkpoint."""
-        for h in range(self.num_actors):
-            if h == g:
-                continue
-            try:  # the state goes actor to actor; the driver only passes the reference
-                self.get(self.actors[g].load_buffer.remote(self.actors[h].buffer_state.remote()))
-                return
-            except self.ray.exceptions.RayError:
-                continue  # that one is lost too: it is recovered when next called
-        path = self.run_dir / "checkpoints" / "latest.pt" if self.run_dir else None
-        if path is not None and path.is_file():
-            meta, tensors = checkpoint.load(path)
-            if meta.get("has_buffer"):
-                self.get(self.actors[g].load_buffer.remote(checkpoint.numpify(tensors["buffer"])))
-                return
-        self.log.message(f"ray: no copy of the replay memory survived for actor {g}; it refills")
 
     # ----------------------------------------------------------------------------- end
     def summary(self) -> dict[str, Any]:

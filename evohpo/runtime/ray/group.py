@@ -23,12 +23,13 @@ from evohpo import config as C
 from evohpo.algos import restore_algo
 from evohpo.algos.buffer import ReplayBuffer
 from evohpo.checkpoint import map_tree
+from evohpo.config.checks import fitness_agents
 from evohpo.envs import spec_for
 from evohpo.evolve.member import Member, member_from, member_meta
 from evohpo.games.references import Scripted, heuristic_policy
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent
-from evohpo.runtime.evaluate import Score, episode_returns, fitness_agents
+from evohpo.runtime.evaluate import Score, episode_returns
 from evohpo.runtime.local import LocalRuntime
 
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
@@ -62,24 +63,17 @@ def to_cpu(obj: Any) -> Any:
 
 
 def opponent_state(opponent: Opponent) -> Any:
-    """What an actor needs to rebuild a slot's opponent: a past champion's state on the CPU,
-    ``"heuristic"`` for the scripted policy (each actor builds its own), or None."""
-    if opponent is None:
-        return None
-    if isinstance(opponent, Scripted):
-        return "heuristic"
-    return to_cpu(opponent.state_dict())
+    """What an actor needs to rebuild a slot's opponent: ``"heuristic"`` for the scripted
+    policy (each actor builds its own), or None."""
+    return None if opponent is None else "heuristic"
 
 
-def restore_opponent(t: LocalRuntime, st: Any, scripted: Scripted | None) -> Opponent:
-    """The opponent :func:`opponent_state` describes, on ``t``'s device (``scripted``: the
-    actor's heuristic)."""
+def restore_opponent(st: Any, scripted: Scripted | None) -> Opponent:
+    """The opponent :func:`opponent_state` describes (``scripted``: the actor's heuristic)."""
     if st is None:
         return None
-    if st == "heuristic":
-        assert scripted is not None
-        return scripted
-    return restore_algo(t.cfg, t.spec, st, t.device)
+    assert scripted is not None
+    return scripted
 
 
 def member_state(m: Member) -> dict[str, Any]:
@@ -120,7 +114,7 @@ class MemberGroup:
         # the pool seed is the driver's to give (reset); the runtime's own is never used
         self.t = LocalRuntime(c, spec, Logger(), 0, fitness_agents(c.eval.fitness_agents, spec))
         self.members: list[Member] = []
-        self.scripted: Scripted | None = None  # population.scripted_opponents, built once
+        self.scripted: Scripted | None = None  # games.scripted_opponents, built once
 
     def info(self) -> dict[str, Any]:
         return {"index": self.index, "pid": os.getpid(), "host": platform.node(),
@@ -142,10 +136,10 @@ class MemberGroup:
         """Each slot's team that plays all of its envs and who plays the others in the second
         half, as :func:`opponent_state` sent it; None: the current members everywhere."""
         t = self.t
-        if self.scripted is None and t.cfg.population.scripted_opponents:
+        if self.scripted is None and t.cfg.games.scripted_opponents:
             self.scripted = heuristic_policy(t.spec, t.cfg.env.name, t.cfg.env.kwargs)
         t.opponents = None if opponents is None else [
-            (u, restore_opponent(t, st, self.scripted)) for u, st in opponents]
+            (u, restore_opponent(st, self.scripted)) for u, st in opponents]
 
     # ------------------------------------------------------------------ envs and loop state
     def reset(self, seed: int | None) -> dict[str, np.ndarray]:
@@ -164,16 +158,14 @@ class MemberGroup:
         self.t.done, self.t.ep_return = np.array(done, bool), np.array(ep_return, np.float64)
 
     # ------------------------------------------------------------------ a window
-    def run(self, n: int, env_steps: int, restarts: int, lr_scale: float = 1.0
-            ) -> tuple[dict[str, Any], Rows]:
+    def run(self, n: int, env_steps: int, restarts: int) -> tuple[dict[str, Any], Rows]:
         """``n`` vector steps of collection and learning; (report for the driver, the new rows).
 
         ``env_steps`` is the group's share of the population's steps (drives the learning
-        delay); ``restarts`` the run's env pool restarts so far (``env.max_restarts`` is global);
-        ``lr_scale`` the run's algo.lr_decay factor now.
+        delay); ``restarts`` the run's env pool restarts so far (``env.max_restarts`` is global).
         """
         t = self.t
-        t.restarts, t.lr_scale = restarts, lr_scale
+        t.restarts = restarts
         since = t.buffer.added
         t.collect(n, env_steps, 0)
         report = {"members": [member_state(m) for m in t.members], "loss_stats": t.loss_stats,
