@@ -4,19 +4,41 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from evohpo.algos.base import Hyperparams
 from evohpo.algos.generators import generator_state
-
-if TYPE_CHECKING:
-    from evohpo.algos.matd3 import MATD3
+from evohpo.algos.networks import MLP
 
 
-def state_of(algo: MATD3) -> dict[str, Any]:
+class Stateful(Protocol):
+    """What a MATD3 learner holds, as its state dict names it."""
+
+    agents: tuple[str, ...]
+    hp: Hyperparams
+    device: torch.device
+    actors: dict[str, MLP]
+    actor_targets: dict[str, MLP]
+    critics: dict[str, list[MLP]]
+    critic_targets: dict[str, list[MLP]]
+    actor_opts: dict[str, torch.optim.Adam]
+    critic_opts: dict[str, torch.optim.Adam]
+    updates: int
+    actor_version: int
+    learners: tuple[str, ...]
+    gen: torch.Generator
+    ou_state: dict[str, np.ndarray]
+
+    def arch(self) -> dict[str, Any]: ...
+    def set_hyperparams(self, **changes: Any) -> None: ...
+    def _build_networks(self, arch: dict[str, dict[str, Any]],
+                        init_gen: torch.Generator) -> None: ...
+
+
+def state_of(algo: Stateful) -> dict[str, Any]:
     """Everything a MATD3 holds, as a state dict (weights, targets, optimizers, streams)."""
     return {
         "hp": dataclasses.asdict(algo.hp),
@@ -34,7 +56,7 @@ def state_of(algo: MATD3) -> dict[str, Any]:
         "ou_state": {a: x.copy() for a, x in algo.ou_state.items()},
     }
 
-def load_state(algo: MATD3, state: dict[str, Any]) -> None:
+def load_state(algo: Stateful, state: dict[str, Any]) -> None:
     """Load a state; networks (and optimizers) are rebuilt first if its architecture differs."""
     algo.hp = Hyperparams(**state["hp"])
     if "arch" in state and state["arch"] != algo.arch():

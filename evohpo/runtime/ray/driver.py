@@ -331,12 +331,6 @@ class RayRuntime(Runtime):
     def recover(self, g: int, error: BaseException) -> None:
         recovery.recover(self, g, error)
 
-    def sync_members_of(self, g: int) -> None:
-        recovery.sync_members_of(self, g)
-
-    def restore_replay(self, g: int) -> None:
-        recovery.restore_replay(self, g)
-
     def sync_opponents(self, only: Sequence[int] | None = None) -> None:
         """Send each actor its slots' opponents when they were placed anew (a new window),
         or to ``only`` these actors (recreated ones)."""

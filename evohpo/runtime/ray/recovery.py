@@ -6,16 +6,47 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
 
 import numpy as np
 
 from evohpo import checkpoint
+from evohpo.config import Config
 from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import Member
+from evohpo.logs.loggers import Logger
 from evohpo.runtime.ray import ActorLost
 
-if TYPE_CHECKING:
-    from evohpo.runtime.ray.driver import RayRuntime
+
+class Driver(Protocol):
+    """What recovering an actor needs of the Ray runtime's driver."""
+
+    ray: ModuleType
+    cfg: Config
+    log: Logger
+    run_dir: Path | None
+    actors: list[Any]
+    num_actors: int
+    envs_per_actor: int
+    actor_restarts: int
+    pool_seed: int
+    generation: int
+    members: list[Member]
+    placed: list[Member | None]
+    timing: dict[str, float]
+    obs: dict[str, np.ndarray] | None
+    done: np.ndarray
+    ep_return: np.ndarray
+
+    def spawn(self, g: int) -> Any: ...
+    def get(self, ref: Any) -> Any: ...
+    def held(self, g: int) -> list[int]: ...
+    def places(self, g: int) -> range: ...
+    def member_state(self, m: Member) -> dict[str, Any]: ...
+    def sync_opponents(self, only: Sequence[int] | None = None) -> None: ...
 
 
 def first_line(e: BaseException) -> str:
@@ -23,7 +54,7 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0][:160] if text else type(e).__name__
 
 
-def recover(rt: RayRuntime, g: int, error: BaseException) -> None:
+def recover(rt: Driver, g: int, error: BaseException) -> None:
     """Recreate lost actor ``g``: its members from the driver's copy, its replay copy from a
     live actor (else the checkpoint), fresh envs. Each member gets a ``restored`` record."""
     t0 = time.perf_counter()
@@ -41,8 +72,8 @@ def recover(rt: RayRuntime, g: int, error: BaseException) -> None:
     rt.actors[g] = rt.spawn(g)
     for p in rt.places(g):
         rt.placed[p] = None  # sent again below
-    rt.sync_members_of(g)
-    rt.restore_replay(g)
+    sync_members_of(rt, g)
+    restore_replay(rt, g)
     e = slice(g * rt.envs_per_actor, (g + 1) * rt.envs_per_actor)
     seed = int(np.random.SeedSequence([rt.pool_seed, 1_000 + rt.actor_restarts])
                .generate_state(1)[0])
@@ -62,7 +93,7 @@ def recover(rt: RayRuntime, g: int, error: BaseException) -> None:
     rt.timing["recover"] += time.perf_counter() - t0
 
 
-def sync_members_of(rt: RayRuntime, g: int) -> None:
+def sync_members_of(rt: Driver, g: int) -> None:
     held = rt.held(g)
     rt.get(rt.actors[g].set_members.remote(
         {i: rt.member_state(rt.members[j]) for i, j in enumerate(held)}))
@@ -71,7 +102,7 @@ def sync_members_of(rt: RayRuntime, g: int) -> None:
     rt.sync_opponents(only=[g])
 
 
-def restore_replay(rt: RayRuntime, g: int) -> None:
+def restore_replay(rt: Driver, g: int) -> None:
     """Fill a recreated actor's replay copy from a live actor's, else from the last
     checkpoint."""
     for h in range(rt.num_actors):
