@@ -122,7 +122,7 @@ class Arena:
                 for t in range(n)]
 
     def reference(self, kind: str) -> Any:
-        from evohpo.games.references import reference_policy
+        from evohpo.envs.heuristics import reference_policy
 
         e = self.cfg.env
         return reference_policy(kind, self.spec, e.name, e.kwargs, self.seed)
@@ -142,7 +142,7 @@ def diff_row(key: dict[str, Any], d: np.ndarray) -> dict[str, Any]:
 
 def vs_references(arena: Arena, champ: Any, key: dict[str, Any]) -> list[dict[str, Any]]:
     """Each seat of ``champ`` against random play and the heuristic, beside the reference."""
-    from evohpo.games.references import heuristic_available
+    from evohpo.envs.heuristics import heuristic_available
 
     kinds = ["random"] + (["heuristic"] if heuristic_available(arena.cfg.env.name) else [])
     rows = []

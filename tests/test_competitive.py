@@ -232,7 +232,7 @@ def test_league_scores_diverged_members_worst() -> None:
 
 @pytest.mark.parametrize("facing", [None])
 def test_scripted_heuristic_plays_the_second_half_of_each_slot(facing: list[str] | None) -> None:
-    from evohpo.games.references import Scripted, heuristic_policy
+    from evohpo.envs.heuristics import Scripted, heuristic_policy
 
     t = Trainer(tag_cfg(**{**SCRIPTED, "games": {"scripted_opponents": 1.0}}))
     league, rt = t.league, t.runtime

@@ -13,7 +13,7 @@ from evohpo import api
 from evohpo import config as C
 from evohpo.cli import main
 from evohpo.envs import make_pool, probe, spec_for
-from evohpo.games.references import heuristic_policy
+from evohpo.envs.heuristics import heuristic_policy
 from evohpo.runtime.evaluate import episode_returns
 from tests.test_batched import random_actions
 from tests.test_trainer import TINY

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from evohpo.envs import MPE2_ENVS, make_pool, probe
+from evohpo.envs.heuristics import RandomPolicy, heuristic_available, reference_policy
 from evohpo.errors import ConfigError
-from evohpo.games.references import RandomPolicy, heuristic_available, reference_policy
 from evohpo.runtime.evaluate import episode_returns
 
 HEURISTIC_ENVS = ("simple_tag", "simple_adversary", "simple_push")

@@ -52,7 +52,7 @@ def check(cfg: Any, spec: EnvSpec) -> None:
     fitness_agents(cfg.eval.fitness_agents, spec)
     p = cfg.games.scripted_opponents
     if playing_teams(cfg, spec) and p:
-        from evohpo.games.references import heuristic_policy
+        from evohpo.envs.heuristics import heuristic_policy
 
         heuristic_policy(
             spec, cfg.env.name, cfg.env.kwargs,

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from evohpo.config.schema import Config
+from evohpo.envs.heuristics import HEURISTICS, _points, readable_layout
 from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError
-from evohpo.games.references import HEURISTICS, _points, readable_layout
 
 # a team's potential: every agent's observations [n, obs_dim] -> one value per env [n]
 Potential = Callable[[dict[str, np.ndarray]], np.ndarray]
@@ -61,7 +61,7 @@ def _tag(spec: EnvSpec, kw: dict[str, int]) -> dict[str, tuple[Potential, tuple[
 
 
 # env -> (team -> (potential, agents it shapes)); the observation layout is the one the env's
-# heuristic reads (evohpo/games/references.py), checked the same way
+# heuristic reads (evohpo/envs/heuristics.py), checked the same way
 POTENTIALS: dict[str, Callable[[EnvSpec, dict[str, int]],
                                dict[str, tuple[Potential, tuple[str, ...]]]]] = {
     "simple_tag": _tag,

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
 
 # the name of the one team of a cooperative env (every agent)
 ONE_TEAM = "team"
@@ -76,3 +78,11 @@ class EnvSpec:
                    else f"{s.obs_dim} ({self.frames} frames of {self.frame_dim(a)})")
             parts.append(f"{a}: obs {obs}, act {act}")
         return "; ".join(parts)
+
+
+class Policy(Protocol):
+    """Anything that gives actions for a batch of observations (an algorithm, a reference
+    policy)."""
+
+    def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
+            ) -> tuple[dict[str, np.ndarray], Any]: ...

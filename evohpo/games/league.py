@@ -22,12 +22,8 @@ sum rewards a prey that gets caught). Here each team evolves its own members ins
   (``games.fitness: return``) or an Elo rating updated from the match results (``elo``).
 - **Selection and mutation** run per team, on that team's members only; their lineage records
   name the team.
-- **Absolute progress.** Cross-play says who is better now, not whether the league improved. So
-  each team's champion (its highest fitness) also plays fixed opponents every generation, on
-  the same episodes each time: a random policy, the scripted heuristic where the game has one,
-  and the first generation's champions. Each of those numbers sits beside the reference's own
-  return in the champion's seat (``vs/<team>/<ref>/ref``): the champion beats a reference when
-  it does better against the reference's team than the reference does.
+- **Absolute progress**: each team's champion against fixed opponents
+  (:mod:`evohpo.games.references`).
 """
 
 from __future__ import annotations
@@ -36,30 +32,24 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import torch
 
-from evohpo.algos import Algorithm, restore_algo
+from evohpo.algos import Algorithm
 from evohpo.config import Config, EvolutionConfig, MutationConfig
-from evohpo.envs import VectorPool
+from evohpo.envs.heuristics import heuristic_policy
 from evohpo.envs.spec import EnvSpec
 from evohpo.evolve.evolution import next_generation
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.member import Member
+from evohpo.evolve.population import make_population
 from evohpo.evolve.strategies import Offspring
 from evohpo.games import schedule
-from evohpo.games.references import fixed_references, heuristic_policy
-from evohpo.runtime import Opponent, evaluate
-from evohpo.runtime.evaluate import (
-    Lineup,
-    Policy,
-    Score,
-    Teams,
-    episode_returns,
-    episode_totals,
-    eval_pool,
-)
+from evohpo.games.references import References
+from evohpo.logs.loggers import Logger
+from evohpo.runtime import Opponent, Runtime
+from evohpo.runtime.evaluate import Score, Teams, episode_totals
 from evohpo.runtime.local import nonfinite_weights
 
-REFERENCES = ("random", "heuristic", "first")
 # a slot's opponent in the second half of its envs, as drawn
 SCRIPTED = -1  # the env's scripted heuristic (games.scripted_opponents)
 LIVE = -2      # the current members, as in the first half
@@ -84,19 +74,13 @@ def combined(algos: list[Algorithm], teams: Teams) -> Algorithm:
 
 
 class League:
-    """Cross-play between the teams' populations; the trainer's counterpart of
-    :meth:`evohpo.runtime.Runtime.evaluate` and of selection on games of several teams."""
+    """A population per team, scored by cross-play and selected team by team: what the loop
+    evolves on a game of several teams (see :class:`evohpo.loop.populations.Populations`)."""
 
-    def __init__(self, cfg: Config, spec: EnvSpec, teams: Teams):
-        self.cfg, self.spec, self.teams = cfg, spec, teams
+    def __init__(self, cfg: Config, spec: EnvSpec, teams: Teams, runtime: Runtime):
+        self.cfg, self.spec, self.teams, self.runtime = cfg, spec, teams, runtime
         self.n = cfg.population.size
-        self.pool: VectorPool = eval_pool(cfg, spec, cfg.eval.episodes)
-        self.ref_pool: VectorPool | None = None
-        # the same reference episodes every generation, so that the curves compare
-        self.ref_seed = int(np.random.SeedSequence([cfg.seed, 7]).generate_state(1)[0])
-        self.refs: dict[str, Policy] = {}
-        self.first: list[Algorithm] | None = None  # the first generation's champions
-        self.baseline: dict[str, float] = {}       # each reference's own return in each seat
+        self.references = References(cfg, spec, teams)
         self.last: dict[str, Any] = {}             # the last evaluation's matches
         # games.scripted_opponents: the env's heuristic as a training opponent (checked to play
         # this env by evohpo.config.checks)
@@ -104,6 +88,19 @@ class League:
         self.scripted = heuristic_policy(spec, cfg.env.name, cfg.env.kwargs) if p else None
 
     # ----------------------------------------------------------------------------- training
+    def first_generation(self, cfg: Config, rng: np.random.Generator,
+                         device: torch.device) -> tuple[list[Member], list[MutationRecord]]:
+        """``population.size`` members per team, team after team."""
+        return make_population(cfg, self.spec, rng, device, [name for name, _ in self.teams])
+
+    def describe(self) -> str:
+        names = ", ".join(name for name, _ in self.teams)
+        return f"a population per team ({names}): {self.n} members each"
+
+    def place(self, members: list[Member], generation: int) -> None:
+        """This window's pairing of members into slots, and its draws of opponents."""
+        self.runtime.place(members, self.slots(generation), self.opponents(generation))
+
     def slots(self, generation: int) -> list[list[int]]:
         """Which members play in each pool slot this window: ``slots[i][t]`` is the index (in
         the population, team after team) of team ``t``'s member in slot ``i``."""
@@ -148,14 +145,12 @@ class League:
                                   np.random.default_rng(seed))
         played: dict[int, list[dict[str, np.ndarray]]] = {i: [] for i in range(len(members))}
         team_returns = np.full((len(matches), T), np.nan)
-        for k, match in enumerate(matches):
-            idx = [t * self.n + match[t] for t in range(T)]
-            if any(members[i].diverged for i in idx):
-                continue
-            lineup: Lineup = [(members[i].algo, agents)
-                              for i, (_, agents) in zip(idx, self.teams, strict=True)]
-            returns = episode_returns(lineup, self.pool, seed)
-            for t, i in enumerate(idx):
+        seats = [[t * self.n + match[t] for t in range(T)] for match in matches]
+        live = [k for k, idx in enumerate(seats) if not any(members[i].diverged for i in idx)]
+        # played by the runtime: on Ray, the matches run in the actors at once
+        results = self.runtime.play([seats[k] for k in live], seed)
+        for k, returns in zip(live, results, strict=True):
+            for t, i in enumerate(seats[k]):
                 played[i].append(returns)
                 team_returns[k, t] = episode_totals(returns, self.teams[t][1]).mean()
         scores = []
@@ -214,37 +209,9 @@ class League:
             records += [dataclasses.replace(r, team=team) for r in out.records]
         return Offspring(new, records, next_id)
 
-    # ----------------------------------------------------------------------------- references
-    def references(self, members: list[Member], fitness: list[float]) -> dict[str, float]:
-        """Each team's champion against the fixed opponents, beside each reference's own return
-        in the champion's seat (the bar it has to clear)."""
-        champs = [members[i].algo for i in champions(members, fitness, self.teams)]
-        if self.first is None:
-            self.first = [a.clone(0) for a in champs]
-        if not self.cfg.games.reference_episodes:
-            return {}
-        if self.ref_pool is None:
-            self.ref_pool = eval_pool(self.cfg, self.spec, self.cfg.games.reference_episodes)
-            e = self.cfg.env
-            self.refs = fixed_references(self.spec, e.name, e.kwargs, self.ref_seed)
-        out: dict[str, float] = {}
-        pool = self.ref_pool
-        opponents: dict[str, list[Policy]] = {k: [p] * len(self.teams)
-                                              for k, p in self.refs.items()}
-        opponents["first"] = list(self.first)
-        for name, ref in opponents.items():
-            for t, (team, _) in enumerate(self.teams):
-                key = f"vs/{team}/{name}"
-                out[key] = evaluate.seat_return(champs[t], t, ref, self.teams, pool, self.ref_seed)
-                if key not in self.baseline:  # constant: computed once
-                    self.baseline[key] = evaluate.seat_return(ref[t], t, ref, self.teams, pool,
-                                                          self.ref_seed)
-                out[key + "/ref"] = self.baseline[key]
-        return out
-
     # ----------------------------------------------------------------------------- records
     def window_metrics(self, members: list[Member], scores: list[Score], generation: int,
-                       log: Any) -> dict[str, Any]:
+                       log: Logger) -> dict[str, Any]:
         """Per team: best and mean fitness, the champion's id and its play against the
         references; per member: its rating. ``eval/*`` are set to the first team's. The window's
         matches go to league.jsonl."""
@@ -261,17 +228,27 @@ class League:
         m["eval/best_member"] = m[f"team/{first}/champion"]
         if self.cfg.games.fitness == "elo":
             m.update({f"member/{mem.id}/rating": mem.rating for mem in members})
-        m.update(self.references(members, fitness))
+        m.update(self.references.measure(
+            [members[i].algo for i in champions(members, fitness, self.teams)]))
         # the draws' field keeps its first name, so that league.jsonl reads as before
         drawn = ({"past_opponents": self.drawn(generation)}
                  if self.cfg.games.scripted_opponents else {})
         log.league({"generation": generation, **self.last, **drawn})
         return m
 
-    def summary(self, m: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def champions(self, m: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """Each team's champion and its fitness, from a generation's metrics."""
         return {team: {"champion": m[f"team/{team}/champion"],
                        "fitness": m[f"team/{team}/best_fitness"]} for team, _ in self.teams}
+
+    def confirmed(self) -> Score | None:
+        return None  # cross-play fitness: no member is confirmed on fresh episodes
+
+    def progress(self, scores: list[Score], metrics: dict[str, Any]) -> dict[str, str]:
+        return {team: f"{c['fitness']:.2f}" for team, c in self.champions(metrics).items()}
+
+    def summary(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        return {"teams": self.champions(metrics)}
 
     def record(self, members: list[Member], scores: list[Score]) -> dict[str, Any]:
         """What checkpoints/best.pt says of the champions."""
@@ -289,26 +266,20 @@ class League:
         return combined([members[i].algo for i in champions(members, fitness, self.teams)],
                         self.teams)
 
-    def keep(self, members: list[Member], scores: list[Score],
-             generation: int) -> tuple[dict[str, Any], Algorithm]:
+    def keep(self, members: list[Member], scores: list[Score], generation: int, env_steps: int,
+             seed: int, best_ever: float) -> tuple[float, dict[str, Any], Algorithm]:
         """What checkpoints/best.pt holds: the record and the algorithm of every team's
-        champion."""
-        return self.record(members, scores), self.champion_algo(members,
-                                                                [s.fitness for s in scores])
+        champion (``best_ever`` stays as it is: cross-play fitness compares within a
+        generation only)."""
+        return (best_ever, self.record(members, scores),
+                self.champion_algo(members, [s.fitness for s in scores]))
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        if self.first is None:
-            return {}, {}
-        return ({"league": {"baseline": self.baseline}},
-                {"league_first": [a.state_dict() for a in self.first]})
+        return self.references.state_dict()
 
-    def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any], device: Any) -> None:
-        if "league_first" in tensors:
-            self.first = [restore_algo(self.cfg, self.spec, st, device)
-                          for st in tensors["league_first"]]
-            self.baseline = dict(meta.get("league", {}).get("baseline", {}))
+    def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any],
+                        device: torch.device) -> None:
+        self.references.load_state_dict(meta, tensors, device)
 
     def close(self) -> None:
-        for owner in (self.pool, self.ref_pool):
-            if owner is not None:
-                owner.close()
+        self.references.close()

@@ -27,7 +27,7 @@ from evohpo.logs.loggers import Logger
 from evohpo.loop.best import BestKeeper
 from evohpo.loop.metrics import best_index
 from evohpo.runtime import Runtime
-from evohpo.runtime.evaluate import Score, Teams
+from evohpo.runtime.evaluate import Score
 
 # what the member users get is, after a generation: (its fitness, its record, its algorithm)
 Kept = tuple[float, dict[str, Any], Algorithm]
@@ -40,9 +40,11 @@ class Populations(Protocol):
                          device: torch.device) -> tuple[list[Member], list[MutationRecord]]:
         """The first members and a ``birth`` record each."""
 
-    def place(self, members: list[Member], generation: int, window_start: int) -> None:
-        """The members into the runtime's slots for the window that starts at ``window_start``
-        env steps."""
+    def describe(self) -> str:
+        """What evolves, in a few words for the log."""
+
+    def place(self, members: list[Member], generation: int) -> None:
+        """The members into the runtime's slots for window ``generation``."""
 
     def evaluate(self, members: list[Member], seed: int) -> list[Score]:
         """Every member's score on the episodes of ``seed``."""
@@ -59,6 +61,9 @@ class Populations(Protocol):
     def window_metrics(self, members: list[Member], scores: list[Score], generation: int,
                        log: Logger) -> dict[str, Any]:
         """Metrics beyond :func:`evohpo.loop.metrics.generation_metrics`'s own."""
+
+    def confirmed(self) -> Score | None:
+        """The kept member's score on fresh episodes, where it is confirmed on them."""
 
     def progress(self, scores: list[Score], metrics: dict[str, Any]) -> dict[str, str]:
         """What the progress bar shows of a generation."""
@@ -86,7 +91,10 @@ class OnePopulation:
                          device: torch.device) -> tuple[list[Member], list[MutationRecord]]:
         return make_population(cfg, self.spec, rng, device)
 
-    def place(self, members: list[Member], generation: int, window_start: int) -> None:
+    def describe(self) -> str:
+        return f"population: {self.cfg.population.size} members"
+
+    def place(self, members: list[Member], generation: int) -> None:
         self.runtime.place(members)
 
     def evaluate(self, members: list[Member], seed: int) -> list[Score]:
@@ -108,6 +116,9 @@ class OnePopulation:
                        log: Logger) -> dict[str, Any]:
         return {}
 
+    def confirmed(self) -> Score | None:
+        return self.keeper.score if self.cfg.eval.confirm_episodes else None
+
     def progress(self, scores: list[Score], metrics: dict[str, Any]) -> dict[str, str]:
         fitness = [sc.fitness for sc in scores]
         return {"best": f"{fitness[best_index(fitness)]:.2f}", "mean": f"{np.mean(fitness):.2f}"}
@@ -126,12 +137,12 @@ class OnePopulation:
         self.keeper.close()
 
 
-def populations(cfg: Config, spec: EnvSpec, runtime: Runtime, agents: list[str],
-                teams: Teams | None) -> Populations:
-    """A league of one population per team where the team plan has several teams (see
-    :func:`evohpo.runtime.evaluate.playing_teams`), else one population."""
-    if teams:
+def populations(cfg: Config, spec: EnvSpec, runtime: Runtime, agents: list[str]) -> Populations:
+    """A league of one population per team where the run's team plan (resolved once, by
+    :func:`evohpo.config.checks.playing_teams`, and held by the runtime) has several teams, else
+    one population."""
+    if runtime.teams:
         from evohpo.games.league import League
 
-        return League(cfg, spec, teams, runtime)
+        return League(cfg, spec, runtime.teams, runtime)
     return OnePopulation(cfg, spec, runtime, agents)

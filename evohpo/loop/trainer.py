@@ -24,19 +24,15 @@ import numpy as np
 import torch
 
 from evohpo import checkpoint
-from evohpo.algos.base import Algorithm
 from evohpo.config import Config, to_dict
 from evohpo.config.checks import check, fitness_agents
 from evohpo.envs import spec_for
 from evohpo.errors import Diverged, Interrupted
-from evohpo.evolve.evolution import next_generation
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.member import child_seed
-from evohpo.evolve.population import make_population
-from evohpo.games.league import League
 from evohpo.logs.loggers import Logger
-from evohpo.loop.best import BestKeeper
-from evohpo.loop.metrics import Window, best_index, generation_metrics
+from evohpo.loop.metrics import Window, generation_metrics
+from evohpo.loop.populations import populations
 from evohpo.loop.state import RunState
 from evohpo.runtime import Runtime
 from evohpo.runtime.backends import runtime_class
@@ -67,17 +63,15 @@ class Trainer:
         agents = fitness_agents(cfg.eval.fitness_agents, self.spec)
         self.runtime = (runtime or runtime_class(cfg))(
             cfg, self.spec, self.log, int(pool_ss.generate_state(1)[0]), agents, run_dir)
-        self.keeper = BestKeeper(cfg, self.spec, agents)
         b = cfg.mutation.bounds  # a batch never larger than the replay memory
         self.mutation_cfg = dataclasses.replace(cfg.mutation, bounds=dataclasses.replace(
             b, batch_size=dataclasses.replace(
                 b.batch_size, max=min(b.batch_size.max, cfg.buffer.capacity))))
-        teams = self.runtime.teams  # a game of several teams: a population each
-        self.league = League(cfg, self.spec, teams) if teams else None
-        members, self.births = make_population(
-            dataclasses.replace(cfg, mutation=self.mutation_cfg), self.spec,
-            np.random.default_rng(pop_ss), self.runtime.device,
-            [name for name, _ in teams] if teams else None)
+        # one population, or one per side of a game: the loop asks the same of either
+        self.populations = populations(cfg, self.spec, self.runtime, agents)
+        members, self.births = self.populations.first_generation(
+            dataclasses.replace(cfg, mutation=self.mutation_cfg), np.random.default_rng(pop_ss),
+            self.runtime.device)
         self.state = RunState(eval_rng=np.random.default_rng(eval_ss),
                               evo_rng=np.random.default_rng(evo_ss), members=members,
                               next_id=len(members))
@@ -94,7 +88,11 @@ class Trainer:
     # ----------------------------------------------------------------------------- the loop
     def train(self) -> dict[str, Any]:
         s, ev = self.state, self.cfg.evolution
+        a = self.cfg.algo
         self.log.message(f"env {self.spec.name}: {self.spec.describe()}")
+        self.log.message(f"{self.populations.describe()}: {a.name}, hidden layers "
+                         f"{'-'.join(map(str, a.hidden))} ({a.activation})"
+                         + (", sampled starts" if self.cfg.population.init == "sample" else ""))
         self.runtime.start()
         self.place()
         self.start = self.window_start = time.perf_counter()
@@ -142,8 +140,7 @@ class Trainer:
         s = self.state
         self.eval_seed = child_seed(s.eval_rng)  # every member meets the same episodes
         self.evaluated = list(s.members)  # the logs of this window describe these members
-        scores = (self.league.evaluate(s.members, self.eval_seed) if self.league
-                  else self.runtime.evaluate(self.eval_seed))
+        scores = self.populations.evaluate(s.members, self.eval_seed)
         for m, sc in zip(s.members, scores, strict=True):
             m.fitness.append(sc.fitness)
         if all(m.diverged for m in s.members):
@@ -162,41 +159,27 @@ class Trainer:
 
     def evolve(self, scores: list[Score]) -> list[MutationRecord]:
         s = self.state
-        out = (self.league.next_generation(s.members, scores, s.generation, s.next_id,
-                                           self.cfg.evolution, self.mutation_cfg, s.evo_rng)
-               if self.league else
-               next_generation(s.members, [sc.fitness for sc in scores],
-                               [sc.std_error for sc in scores], s.generation, s.next_id,
-                               self.cfg.evolution, self.mutation_cfg, s.evo_rng))
+        out = self.populations.next_generation(s.members, scores, s.generation, s.next_id,
+                                               self.cfg.evolution, self.mutation_cfg, s.evo_rng)
         s.members, s.next_id = out.members, out.next_id
         return out.records
 
     def place(self) -> None:
-        """The members into the runtime's slots (teams: this window's pairing of members)."""
-        s = self.state
-        if self.league:  # this window's pairs and draws
-            self.runtime.place(s.members, self.league.slots(s.generation),
-                               self.league.opponents(s.generation))
-        else:
-            self.runtime.place(s.members)
+        """The members into the runtime's slots, for the window that starts now."""
+        self.populations.place(self.state.members, self.state.generation)
 
     def log_generation(self, scores: list[Score], records: list[MutationRecord]) -> None:
         s, now = self.state, time.perf_counter()
-        fitness = [sc.fitness for sc in scores]
-        best = best_index(fitness)
         pop_steps = s.window_steps * self.cfg.env.num_envs / self.runtime.k
         m = generation_metrics(Window(
             s.generation, self.elapsed(now), now - self.window_start, pop_steps, self.evaluated,
             scores, self.runtime.window(), s.best_ever, records,
-            self.keeper.score if self.cfg.eval.confirm_episodes else None))
-        if self.league:  # per team; eval/* then describe the first team
-            m.update(self.league.window_metrics(self.evaluated, scores, s.generation, self.log))
+            self.populations.confirmed()))
+        m.update(self.populations.window_metrics(self.evaluated, scores, s.generation, self.log))
         self.log.log(m, s.env_steps)
         self.log.lineage([r.to_json() for r in records])
-        bar = ({team: f"{c['fitness']:.2f}" for team, c in self.league.summary(m).items()}
-               if self.league else
-               {"best": f"{fitness[best]:.2f}", "mean": f"{np.mean(fitness):.2f}"})
-        self.log.progress(s.env_steps, {"gen": s.generation, **bar})
+        self.log.progress(s.env_steps, {"gen": s.generation,
+                                        **self.populations.progress(scores, m)})
         self.last_metrics = m
 
     def next_window(self) -> None:
@@ -212,7 +195,7 @@ class Trainer:
             return
         meta, tensors = self.state.to_checkpoint(self.cfg, self.elapsed(), self.run_dir)
         rmeta, rtensors = self.runtime.state_dict(with_buffer=self.cfg.checkpoint.buffer)
-        bmeta, btensors = self.league.state_dict() if self.league else self.keeper.state_dict()
+        bmeta, btensors = self.populations.state_dict()
         self.write(self.run_dir / "checkpoints" / "latest.pt", {**meta, **rmeta, **bmeta},
                    {**tensors, **rtensors, **btensors})
 
@@ -222,19 +205,14 @@ class Trainer:
                                               self.runtime.device)
         self.births = []  # written when the run began
         self.runtime.load_state_dict(meta, tensors)
-        (self.league or self.keeper).load_state_dict(meta, tensors, self.runtime.device)
+        self.populations.load_state_dict(meta, tensors, self.runtime.device)
 
     def keep_best(self, scores: list[Score]) -> None:
-        """Keep the best member (checkpoints/best.pt, eval/best_ever): see :mod:`evohpo.loop.best`.
-        On a game of several teams: every team's champion, in one algorithm (League.keep)."""
-        s, fitness = self.state, [sc.fitness for sc in scores]
-        kept: tuple[float, dict[str, Any], Algorithm] | None
-        if self.league:
-            kept = (s.best_ever, *self.league.keep(self.evaluated, scores, s.generation))
-        else:
-            b = best_index(fitness)
-            kept = self.keeper.keep(self.evaluated[b], scores[b], s.generation, s.env_steps,
-                                    self.eval_seed, s.best_ever)
+        """Keep the member users get (checkpoints/best.pt, eval/best_ever): see
+        :mod:`evohpo.loop.best`."""
+        s = self.state
+        kept = self.populations.keep(self.evaluated, scores, s.generation, s.env_steps,
+                                     self.eval_seed, s.best_ever)
         if kept is None:
             return
         s.best_ever, member, algo = kept
@@ -290,8 +268,8 @@ class Trainer:
                 "best_fitness": m["eval/best_fitness"], "mean_fitness": m["eval/mean_fitness"],
                 "best_ever": s.best_ever, "best_member": m["eval/best_member"],
                 "wall_s": time.perf_counter() - self.start, **self.runtime.summary(),
-                **({"teams": self.league.summary(m)} if self.league else {})}
+                **self.populations.summary(m)}
 
     def close(self) -> None:
         self.runtime.close()
-        (self.league or self.keeper).close()
+        self.populations.close()

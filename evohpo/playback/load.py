@@ -18,9 +18,9 @@ from evohpo.envs import make_env, spec_for
 from evohpo.envs.factory import parameters
 from evohpo.envs.frames import Stacker
 from evohpo.envs.registry import MPE2_ENVS, factory_of
-from evohpo.envs.spec import AgentSpec, EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec, Policy
 from evohpo.errors import ConfigError
-from evohpo.runtime.evaluate import Policy, Teams
+from evohpo.runtime.evaluate import Teams
 
 
 def run_config(run_dir: Path) -> C.Config:
@@ -88,7 +88,7 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
     team's seats: ``random``, ``heuristic``, a member id of the same run (of another team), or
     another run directory (its checkpoints/best.pt champions).
     Returns (config, teams, the team played, the opponent's description, per-agent returns)."""
-    from evohpo.games.references import reference_policy
+    from evohpo.envs.heuristics import reference_policy
     from evohpo.runtime.evaluate import play
 
     cfg, spec, algo, info = load_member(run_dir, which)

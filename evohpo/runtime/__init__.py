@@ -23,10 +23,10 @@ import torch
 
 from evohpo.config import Config
 from evohpo.config.checks import keeps_next_actions, playing_teams
+from evohpo.envs.heuristics import Scripted
 from evohpo.envs.shaping import make_shaping
 from evohpo.envs.spec import EnvSpec
 from evohpo.evolve.member import Member
-from evohpo.games.references import Scripted
 from evohpo.logs.loggers import Logger
 from evohpo.runtime.evaluate import Score
 

@@ -14,24 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import numpy as np
 
 from evohpo.envs import VectorPool, make_pool
-from evohpo.envs.spec import EnvSpec
+from evohpo.envs.spec import EnvSpec, Policy
 from evohpo.envs.teams import Teams
 from evohpo.errors import ConfigError, EnvError
 
 MAX_EPISODE_STEPS = 100_000
-
-
-class Policy(Protocol):
-    """Anything that gives actions for a batch of observations (an algorithm, a reference
-    policy)."""
-
-    def act(self, obs: dict[str, np.ndarray], rng: np.random.Generator | None,
-            ) -> tuple[dict[str, np.ndarray], Any]: ...
 
 
 Lineup = Sequence[tuple[Policy, Sequence[str]]]

@@ -29,11 +29,11 @@ from evohpo.algos.explore import Part, explore
 from evohpo.config import Config
 from evohpo.devices import auto_choice, gpu_pays
 from evohpo.envs import VectorPool, make_pool
+from evohpo.envs.heuristics import Scripted
 from evohpo.envs.pool import StepResult
 from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError, EnvError
 from evohpo.evolve.member import Member
-from evohpo.games.references import Scripted
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import Score, episode_returns, eval_pool, score

@@ -25,8 +25,8 @@ from evohpo.algos.buffer import ReplayBuffer
 from evohpo.checkpoint import map_tree
 from evohpo.config.checks import fitness_agents
 from evohpo.envs import spec_for
+from evohpo.envs.heuristics import Scripted, heuristic_policy
 from evohpo.evolve.member import Member, member_from, member_meta
-from evohpo.games.references import Scripted, heuristic_policy
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent
 from evohpo.runtime.evaluate import Score, episode_returns
