@@ -13,12 +13,11 @@ import yaml
 from evohpo import api, checkpoint
 from evohpo import config as C
 from evohpo.cli import main
-from evohpo.config.checks import playing_teams
-from evohpo.envs import spec_for
 from evohpo.errors import ConfigError
 from evohpo.games import league as versus
 from evohpo.logs.loggers import JsonlLogger, summary_line
 from evohpo.loop.trainer import Trainer
+from evohpo.runtime import local
 from evohpo.runtime.evaluate import Score
 from tests.test_trainer import TINY, read_jsonl, strip_time
 
@@ -97,10 +96,9 @@ def test_best_pt_holds_every_teams_champion(tmp_path: Path) -> None:
 
 def league_of(cfg: C.Config) -> tuple[versus.League, Trainer]:
     """A league on ``cfg``'s teams and a trainer holding the members it scores."""
-    spec = spec_for(cfg.env)
-    teams = playing_teams(cfg, spec)
-    assert teams is not None
-    return versus.League(cfg, spec, teams), Trainer(cfg)
+    t = Trainer(cfg)
+    assert isinstance(t.populations, versus.League)
+    return t.populations, t
 
 
 def test_fitness_comes_only_from_the_members_own_team(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +116,7 @@ def test_fitness_comes_only_from_the_members_own_team(monkeypatch: pytest.Monkey
                 out[a] = np.full(2, float(m.id)) + (bonus["value"] if a == "agent_0" else 0)
         return out
 
-    monkeypatch.setattr(versus, "episode_returns", fake_returns)
+    monkeypatch.setattr(local, "episode_returns", fake_returns)  # the runtime plays matches
     first = league.evaluate(members, seed=1)
     bonus["value"] = 1000.0  # only the good team's returns change
     second = league.evaluate(members, seed=1)
@@ -220,10 +218,10 @@ def test_against_needs_a_game_of_several_teams(tmp_path: Path,
 def test_league_scores_diverged_members_worst() -> None:
     cfg = tag_cfg()
     t = Trainer(cfg)
-    assert t.league is not None
+    assert t.populations is not None
     with torch.no_grad():
         t.members[1].algo.actors["adversary_0"].layers[0].weight[0, 0] = float("nan")
-    scores = t.league.evaluate(t.members, seed=3)
+    scores = t.populations.evaluate(t.members, seed=3)
     assert scores[1] == Score.diverged(t.spec.agents) or scores[1].fitness == -np.inf
     assert t.members[1].diverged and all(np.isfinite(s.fitness) for i, s in enumerate(scores)
                                          if i != 1)
@@ -235,7 +233,7 @@ def test_scripted_heuristic_plays_the_second_half_of_each_slot(facing: list[str]
     from evohpo.envs.heuristics import Scripted, heuristic_policy
 
     t = Trainer(tag_cfg(**{**SCRIPTED, "games": {"scripted_opponents": 1.0}}))
-    league, rt = t.league, t.runtime
+    league, rt = t.populations, t.runtime
     assert league is not None
     heuristic = heuristic_policy(t.spec, "simple_tag", t.cfg.env.kwargs)
     for m in t.members:
@@ -286,7 +284,7 @@ def test_scripted_opponents_config_errors(over: dict[str, Any], says: str) -> No
 
 def test_scripted_opponents_drawn_at_their_rate_reproducibly() -> None:
     t = Trainer(tag_cfg(**{**MIXED, "games": {"scripted_opponents": 0.25}}))
-    league = t.league
+    league = t.populations
     assert league is not None
     drawn = [league.draws(g) for g in range(400)]
     assert drawn == [league.draws(g) for g in range(400)]

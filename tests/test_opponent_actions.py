@@ -138,7 +138,7 @@ def test_mutations_touch_only_the_agents_a_member_trains() -> None:
 
 def test_the_runtime_records_what_each_slot_plays_next() -> None:
     t = Trainer(tag_cfg(evolution={"learning_delay": 0}))
-    rt, league = t.runtime, t.league
+    rt, league = t.runtime, t.populations
     assert league is not None and rt.buffer.has_next_actions
     for m in t.members:  # each trains its own team only
         assert m.team is not None and m.algo.learners == TEAMS[m.team]

@@ -148,7 +148,7 @@ class League:
         seats = [[t * self.n + match[t] for t in range(T)] for match in matches]
         live = [k for k, idx in enumerate(seats) if not any(members[i].diverged for i in idx)]
         # played by the runtime: on Ray, the matches run in the actors at once
-        results = self.runtime.play([seats[k] for k in live], seed)
+        results = self.runtime.play([[members[i] for i in seats[k]] for k in live], seed)
         for k, returns in zip(live, results, strict=True):
             for t, i in enumerate(seats[k]):
                 played[i].append(returns)

@@ -100,10 +100,10 @@ class Runtime(ABC):
         """Every placed member's score on the episodes of ``seed`` (diverged members: the worst)."""
 
     @abstractmethod
-    def play(self, matches: list[list[int]], seed: int) -> list[dict[str, np.ndarray]]:
-        """Matches between placed members on the episodes of ``seed``, noise-free: in match
-        ``k`` member ``matches[k][t]`` (an index into the placed members) plays team ``t``'s
-        agents. Returns each match's per-agent episode returns."""
+    def play(self, matches: list[list[Member]], seed: int) -> list[dict[str, np.ndarray]]:
+        """Matches between members on the episodes of ``seed``, noise-free: in match ``k``
+        member ``matches[k][t]`` plays team ``t``'s agents. Returns each match's per-agent
+        episode returns."""
 
     def window(self) -> WindowStats:
         return WindowStats(self.loss_stats, self.train_returns, self.dropped, self.restarts)

@@ -300,10 +300,10 @@ class LocalRuntime(Runtime):
                 results.append(score(m.algo, self.eval_pool, seed, self.fitness_agents))
         return results
 
-    def play(self, matches: list[list[int]], seed: int) -> list[dict[str, np.ndarray]]:
+    def play(self, matches: list[list[Member]], seed: int) -> list[dict[str, np.ndarray]]:
         assert self.teams is not None, "matches are between the teams' members"
-        return [episode_returns([(self.members[i].algo, agents)
-                                 for i, (_, agents) in zip(match, self.teams, strict=True)],
+        return [episode_returns([(m.algo, agents)
+                                 for m, (_, agents) in zip(match, self.teams, strict=True)],
                                 self.eval_pool, seed) for match in matches]
 
     # ----------------------------------------------------------------------------- state

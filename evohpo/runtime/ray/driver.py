@@ -279,18 +279,17 @@ class RayRuntime(Runtime):
                 self.mark_diverged(m, why)
         return [sc for sc, _, _ in results]
 
-    def play(self, matches: list[list[int]], seed: int) -> list[dict[str, np.ndarray]]:
+    def play(self, matches: list[list[Member]], seed: int) -> list[dict[str, np.ndarray]]:
         """The matches spread over the actors (match k on actor k mod actors), played at once;
         each actor gets the states of the members its matches need."""
-        self.sync_members()
         t0 = time.perf_counter()
         mine = [list(range(g, len(matches), self.num_actors)) for g in range(self.num_actors)]
         busy = [g for g in range(self.num_actors) if mine[g]]
 
         def args(g: int) -> tuple[Any, ...]:
-            need = sorted({i for k in mine[g] for i in matches[k]})
-            return ({i: self.member_state(self.members[i])["algo"] for i in need},
-                    [matches[k] for k in mine[g]], seed)
+            need = {m.id: m for k in mine[g] for m in matches[k]}
+            return ({i: self.member_state(m)["algo"] for i, m in need.items()},
+                    [[m.id for m in matches[k]] for k in mine[g]], seed)
 
         parts = self.call_all("play", args, only=busy) if busy else []
         out: list[dict[str, np.ndarray]] = [{} for _ in matches]

@@ -187,8 +187,9 @@ class MemberGroup:
 
     def play(self, algos: dict[int, dict[str, Any]], matches: list[list[int]],
              seed: int) -> list[dict[str, np.ndarray]]:
-        """Matches between members sent as algorithm states ({member index: state}), on this
-        group's evaluation envs: each match's per-agent episode returns."""
+        """Matches between members sent as algorithm states ({member id: state}; a match names
+        its members' ids, team after team), on this group's evaluation envs: each match's
+        per-agent episode returns."""
         t = self.t
         assert t.teams is not None, "matches are between the teams' members"
         played = {i: restore_algo(t.cfg, t.spec, st, t.device) for i, st in algos.items()}
