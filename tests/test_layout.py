@@ -161,3 +161,16 @@ def test_the_top_level_stays_small() -> None:
     concern."""
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_LEVEL, f"{len(top)} modules directly in evohpo/: {top}"
+
+
+def test_the_loop_does_not_branch_on_teams() -> None:
+    """One population or a league of them sit behind one interface
+    (:mod:`evohpo.loop.populations`): the loop's module names neither teams, leagues nor
+    scripted opponents, and imports nothing from evohpo.games."""
+    path = PACKAGE / "loop" / "trainer.py"
+    text = path.read_text().lower()
+    for word in ("team", "league", "scripted", "opponent"):
+        assert word not in text, f"{path.name} mentions {word!r}"
+    known = modules()
+    assert not {m for m in imports("evohpo.loop.trainer", path, known)
+                if m.startswith("evohpo.games")}
