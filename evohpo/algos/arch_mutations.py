@@ -31,11 +31,12 @@ The learner exposes these as ``mutate_architecture`` / ``mutate_activation``; ea
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
+from evohpo.algos.base import Learner
 from evohpo.algos.networks import MLP
 from evohpo.algos.surgery import (
     Edit,
@@ -59,19 +60,6 @@ FALLBACK = {"add_node": ("add_node", "add_layer", "remove_node", "remove_layer")
             "remove_layer": ("remove_layer", "remove_node", "add_layer", "add_node")}
 MOMENTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 Opt = TypeVar("Opt", bound=torch.optim.Optimizer)
-
-
-class Learner(Protocol):
-    """What these mutations need of a learner (MATD3 / MADDPG): per agent, its networks, their
-    target copies and their optimizers."""
-
-    learners: tuple[str, ...]  # the agents it trains (and mutates)
-    actors: dict[str, MLP]
-    actor_targets: dict[str, MLP]
-    critics: dict[str, list[MLP]]
-    critic_targets: dict[str, list[MLP]]
-    actor_opts: dict[str, torch.optim.Adam]
-    critic_opts: dict[str, torch.optim.Adam]
 
 
 # ----------------------------------------------------------------------------- applying edits

@@ -104,3 +104,16 @@ class Algorithm(Protocol):
     def mutate_activation(self, space: ArchSpace, rng: np.random.Generator,
                           rec: MutationRecord) -> MutationRecord:
         ...
+
+
+class Learner(Protocol):
+    """What these mutations need of a learner (MATD3 / MADDPG): per agent, its networks, their
+    target copies and their optimizers."""
+
+    learners: tuple[str, ...]  # the agents it trains (and mutates)
+    actors: dict[str, MLP]
+    actor_targets: dict[str, MLP]
+    critics: dict[str, list[MLP]]
+    critic_targets: dict[str, list[MLP]]
+    actor_opts: dict[str, torch.optim.Adam]
+    critic_opts: dict[str, torch.optim.Adam]

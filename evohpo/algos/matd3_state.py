@@ -9,26 +9,18 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from evohpo.algos.base import Hyperparams
+from evohpo.algos.base import Hyperparams, Learner
 from evohpo.algos.generators import generator_state
-from evohpo.algos.networks import MLP
 
 
-class Stateful(Protocol):
+class Stateful(Learner, Protocol):
     """What a MATD3 learner holds, as its state dict names it."""
 
     agents: tuple[str, ...]
     hp: Hyperparams
     device: torch.device
-    actors: dict[str, MLP]
-    actor_targets: dict[str, MLP]
-    critics: dict[str, list[MLP]]
-    critic_targets: dict[str, list[MLP]]
-    actor_opts: dict[str, torch.optim.Adam]
-    critic_opts: dict[str, torch.optim.Adam]
     updates: int
     actor_version: int
-    learners: tuple[str, ...]
     gen: torch.Generator
     ou_state: dict[str, np.ndarray]
 
