@@ -15,11 +15,13 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import torch
 
 from evohpo.algos import Algorithm, restore_algo
 from evohpo.config import Config
 from evohpo.envs import VectorPool
 from evohpo.envs.spec import EnvSpec
+from evohpo.evolve.member import Member
 from evohpo.runtime.evaluate import Score, eval_pool, score
 
 
@@ -43,7 +45,7 @@ class BestKeeper:
             self.pool = eval_pool(self.cfg, self.spec, self.cfg.eval.confirm_episodes)
         return score(algo, self.pool, seed, self.agents)
 
-    def offer(self, member: Any, screened: float, generation: int, env_steps: int,
+    def offer(self, member: Member, screened: float, generation: int, env_steps: int,
               eval_seed: int) -> bool:
         """The screening winner against the kept member on the same fresh episodes; returns
         whether it is kept now. Either way, the kept member is scored anew."""
@@ -60,7 +62,7 @@ class BestKeeper:
         self.score, self.seed = self.play(self.algo, report), report
         return new
 
-    def keep(self, m: Any, sc: Score, generation: int, env_steps: int, eval_seed: int,
+    def keep(self, m: Member, sc: Score, generation: int, env_steps: int, eval_seed: int,
              best_ever: float) -> tuple[float, dict[str, Any], Algorithm] | None:
         """After a generation: the kept member's (fitness, record, algorithm) to report and
         save, or None if nothing is to be written. ``m`` is the generation's screening winner;
@@ -92,7 +94,8 @@ class BestKeeper:
             return {}, {}
         return {"best": self.record()}, {"best_algo": self.algo.state_dict()}
 
-    def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any], device: Any) -> None:
+    def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any],
+                        device: torch.device) -> None:
         rec = meta.get("best")
         if not rec or "best_algo" not in tensors:
             return

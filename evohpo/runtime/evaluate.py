@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
+from evohpo.config import Config
 from evohpo.envs import VectorPool, make_pool
 from evohpo.envs.spec import EnvSpec, Policy
 from evohpo.envs.teams import Teams
@@ -137,13 +138,13 @@ def score(policy: Lineup | Policy, pool: VectorPool, seed: int, agents: Sequence
     return Score.of(episode_returns(policy, pool, seed), agents)
 
 
-def eval_pool(cfg: Any, spec: EnvSpec, episodes: int) -> VectorPool:
+def eval_pool(cfg: Config, spec: EnvSpec, episodes: int) -> VectorPool:
     """Evaluation envs: one per episode, in process, on the backend the run trains on."""
     e = cfg.env
     return make_pool(e.name, e.kwargs, episodes, "sync", spec, backend=e.backend)
 
 
-def play(cfg: Any, policy: Lineup | Policy, spec: EnvSpec, episodes: int,
+def play(cfg: Config, policy: Lineup | Policy, spec: EnvSpec, episodes: int,
          seed: int) -> dict[str, np.ndarray]:
     """Per-agent returns of ``episodes`` complete noise-free episodes, as the trainer measures
     them."""

@@ -95,7 +95,7 @@ def resolve_device(cfg: Config) -> torch.device:
     return dev
 
 
-def nonfinite_weights(algo: Any) -> str | None:
+def nonfinite_weights(algo: Algorithm) -> str | None:
     """Where the first NaN/inf weight of a member's actors or critics is, or None."""
     nets = [(f"{a} actor", n) for a, n in algo.actors.items()]
     nets += [(f"{a} critic {i}", c) for a, cs in algo.critics.items() for i, c in enumerate(cs)]

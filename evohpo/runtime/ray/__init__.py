@@ -30,6 +30,7 @@ import socket
 from types import ModuleType
 from typing import Any
 
+from evohpo.config import Config
 from evohpo.devices import wants_gpu
 from evohpo.errors import ConfigError, EvohpoError
 
@@ -94,7 +95,7 @@ def reachable(address: str, timeout: float = 5.0) -> bool | None:
         return False
 
 
-def resolve_resources(cfg: Any, resources: dict[str, float]) -> tuple[int, float]:
+def resolve_resources(cfg: Config, resources: dict[str, float]) -> tuple[int, float]:
     """(actors, GPUs per actor) for the cluster's ``resources`` (``ray.cluster_resources()``).
 
     Actors: ``distributed.num_actors``, or (0) the most that fit and divide the population.

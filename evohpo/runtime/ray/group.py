@@ -124,7 +124,7 @@ class MemberGroup:
     def set_members(self, states: dict[int, dict[str, Any]]) -> None:
         """Put members into slots ({slot: member_state}); the others keep theirs."""
         t = self.t
-        members: list[Any] = list(t.members) or [None] * t.size
+        members: list[Any] = list(t.members) or [None] * t.size  # every slot filled below
         for slot, st in states.items():
             algo = restore_algo(t.cfg, t.spec, st["algo"], t.device)
             members[slot] = member_from(st, algo)
