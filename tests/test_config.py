@@ -438,3 +438,9 @@ def test_a_renamed_key_is_unknown_and_the_error_names_the_new_one(old: str, new:
     with pytest.raises(C.ConfigError) as ei:
         C.load([C.parse_override(f"{old}=1")])
     assert new in str(ei.value)
+
+
+def test_ray_refuses_a_numbered_gpu_when_the_config_is_loaded():
+    with pytest.raises(C.ConfigError, match=r"config key 'device': 'cuda:1' names a GPU, but Ray"):
+        C.load([{"device": "cuda:1", "distributed": {"backend": "ray"}}])
+    assert C.load([{"device": "cuda:1"}]).device == "cuda:1"

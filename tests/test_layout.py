@@ -144,9 +144,25 @@ def test_algorithm_classes_are_named_only_in_the_algos_package() -> None:
 
 
 def test_the_registry_knows_every_configurable_algorithm() -> None:
-    names = typing.get_args(typing.get_type_hints(C.AlgoConfig)["name"])
-    assert set(algo_names()) == set(names)
-    assert C.AlgoConfig().name in algo_names()
+    """The config takes exactly the registries' names (algorithms, strategies, runtimes) and
+    refuses any other with the one-line error of a choice key."""
+    import pytest
+
+    from evohpo.evolve.strategies import STRATEGIES
+    from evohpo.runtime.backends import RUNTIMES
+
+    for section, key, names in [("algo", "name", algo_names()),
+                                ("evolution", "strategy", tuple(STRATEGIES)),
+                                ("distributed", "backend", tuple(RUNTIMES))]:
+        assert typing.get_type_hints(type(getattr(C.Config(), section)))[key] is str
+        assert getattr(getattr(C.Config(), section), key) in names
+        assert C.CHOICES[f"{section}.{key}"]() == names
+        for name in names:
+            assert getattr(getattr(C.load([{section: {key: name}}]), section), key) == name
+        allowed = ", ".join(repr(n) for n in names)
+        with pytest.raises(C.ConfigError) as e:
+            C.load([{section: {key: "nope"}}])
+        assert str(e.value) == f"config key '{section}.{key}': 'nope' is not one of {allowed}"
 
 
 def test_modules_are_small_and_the_loop_reads_in_one_sitting() -> None:

@@ -18,7 +18,6 @@ from evohpo.algos.matd3 import MATD3
 from evohpo.algos.switches import ALGOS, Switches
 from evohpo.config import Config
 from evohpo.envs.spec import EnvSpec
-from evohpo.errors import ConfigError, closest
 
 Device = torch.device | str
 
@@ -75,10 +74,8 @@ def algo_names() -> tuple[str, ...]:
 
 
 def entry(name: str) -> Entry:
-    """The registry's entry for algorithm ``name``."""
-    if name not in REGISTRY:
-        raise ConfigError(f"config key 'algo.name': unknown algorithm {name!r}"
-                          f"{closest(name, algo_names())}; known: {', '.join(REGISTRY)}")
+    """The registry's entry for algorithm ``name`` (a loaded config's ``algo.name`` is one of
+    :func:`algo_names`: the config loader checks it)."""
     return REGISTRY[name]
 
 

@@ -6,6 +6,7 @@ wrong types and out-of-range values raise :class:`ConfigError` naming the key, t
 what is allowed. The resolved tree is written to the run directory and is the W&B run config.
 """
 
+from evohpo.config.choices import CHOICES
 from evohpo.config.keys import RENAMED, describe_keys, show
 from evohpo.config.loader import (
     build,
@@ -41,6 +42,7 @@ from evohpo.config.validate import validate
 from evohpo.errors import ConfigError
 
 __all__ = [
+    "CHOICES",
     "RENAMED",
     "Activation",
     "AlgoConfig",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from evohpo.config.choices import CHOICES
 from evohpo.config.schema import Bound, Config
 
 # keys that moved, old name -> new name
@@ -22,7 +23,8 @@ RENAMED = {
 
 def describe_keys(obj: Any = None, prefix: str = "") -> list[tuple[str, str, Any]]:
     """(key, doc, default) for every leaf key: used by `evohpo config` and the docs. A
-    hyperparameter's range (a :class:`Bound`) is one key."""
+    hyperparameter's range (a :class:`Bound`) is one key; a key naming a registry's entry
+    (:data:`~evohpo.config.choices.CHOICES`) says the names its registry holds."""
     obj = Config() if obj is None else obj
     out = []
     for f in dataclasses.fields(obj):
@@ -31,7 +33,10 @@ def describe_keys(obj: Any = None, prefix: str = "") -> list[tuple[str, str, Any
         if dataclasses.is_dataclass(value) and not isinstance(value, Bound):
             out.extend(describe_keys(value, key))
         else:
-            out.append((key, f.metadata.get("doc", ""), value))
+            doc = f.metadata.get("doc", "")
+            if key in CHOICES:
+                doc = f"{', '.join(CHOICES[key]())}: {doc}"
+            out.append((key, doc, value))
     return out
 
 

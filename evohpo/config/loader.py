@@ -13,10 +13,11 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import yaml
 
+from evohpo.config.choices import CHOICES, one_of
 from evohpo.config.schema import Config
 from evohpo.config.validate import validate
 from evohpo.errors import ConfigError
@@ -63,11 +64,7 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
     if origin is Literal:
         if value in typing.get_args(tp):
             return value
-        from evohpo.errors import closest
-
-        allowed = [str(a) for a in typing.get_args(tp)]
-        hint = closest(str(value), allowed) if isinstance(value, str) else ""
-        raise ConfigError(f"config key '{key}': {value!r} is not {_describe(tp)}{hint}")
+        _refuse(key, value, tuple(str(a) for a in typing.get_args(tp)))
     if origin is list:
         if not isinstance(value, (list, tuple)):
             raise bad
@@ -128,6 +125,22 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
     return value
 
 
+def _refuse(key: str, value: Any, allowed: tuple[str, ...]) -> NoReturn:
+    """Raise the error of a choice key whose ``value`` is none of ``allowed``."""
+    from evohpo.errors import closest
+
+    hint = closest(str(value), list(allowed)) if isinstance(value, str) else ""
+    raise ConfigError(f"config key '{key}': {value!r} is not one of {one_of(allowed)}{hint}")
+
+
+def _choose(key: str, value: Any) -> Any:
+    """``value`` of the registry-named key ``key`` (:data:`CHOICES`): one of its names."""
+    allowed = CHOICES[key]()
+    if value not in allowed:
+        _refuse(key, value, allowed)
+    return value
+
+
 def _check_range(f: dataclasses.Field, value: Any, key: str) -> None:
     lo, hi, lo_open = f.metadata.get("lo"), f.metadata.get("hi"), f.metadata.get("lo_open")
     if value is None or not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -172,6 +185,8 @@ def build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
             if isinstance(raw, Mapping):
                 raw = deep_merge(to_dict(_default_of(f)), raw)
             value = _coerce(hints[name], raw, key)
+        elif name in data and key in CHOICES:
+            value = _choose(key, data[name])
         elif name in data:
             value = _coerce(hints[name], data[name], key)
         else:

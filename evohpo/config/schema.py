@@ -54,8 +54,7 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class AlgoConfig:
-    name: Literal["maddpg", "matd3"] = _f(
-        "matd3", "maddpg, or matd3 (twin critics, delayed and smoothed)")
+    name: str = _f("matd3", "the algorithm (matd3: twin critics, delayed, smoothed)")
     hidden: list[int] = _f([64, 64], "hidden layer widths of actors and critics")
     activation: Activation = _f("relu", "hidden activation of actors and critics")
     lr_actor: float = _f(1e-3, "actor learning rate (Adam)", lo=0, lo_open=True)
@@ -169,8 +168,7 @@ class PopulationConfig:
 @dataclass(frozen=True)
 class EvolutionConfig:
     evo_steps: int = _f(10_000, "env steps each member collects per evolution window", lo=1)
-    strategy: Literal["tournament", "truncation", "independent"] = _f(
-        "truncation", "truncation: PBT; tournament: with elitism; independent: no selection")
+    strategy: str = _f("truncation", "how members are selected (truncation: PBT)")
     quantile: float = _f(0.25, "truncation: the share of members replaced (and copied from)",
                          lo=0, hi=0.5, lo_open=True)
     resample_probability: float = _f(
@@ -258,8 +256,7 @@ class DistributedConfig:
     See evohpo.runtime.ray.
     """
 
-    backend: Literal["local", "ray"] = _f(
-        "local", "local: one process; ray: member groups in Ray actors (evohpo[ray])")
+    backend: str = _f("local", "where members run (ray: Ray actors, evohpo[ray])")
     address: str | None = _f(
         None, "ray: cluster address HOST:PORT or 'auto' (null: start a local Ray instance)")
     num_actors: int = _f(

@@ -84,6 +84,10 @@ def validate(cfg: Config) -> None:
         raise ConfigError(
             f"config key 'device': {dev!r} is not one of 'auto', 'cpu', 'cuda', 'cuda:N'")
     d = cfg.distributed
+    if d.backend == "ray" and dev.startswith("cuda:"):
+        raise ConfigError(f"config key 'device': {dev!r} names a GPU, but Ray gives each actor "
+                          "its own share of a GPU; use 'auto' or 'cuda' with "
+                          "distributed.gpus_per_actor")
     value = cfg.games.scripted_opponents
     if value and (cfg.env.num_envs // pop) % 2:
         raise ConfigError(f"config key 'games.scripted_opponents': {value} plays the scripted "

@@ -11,19 +11,14 @@ from evohpo.envs.spec import EnvSpec, Team
 from evohpo.envs.teams import resolve_teams
 from evohpo.errors import ConfigError
 
-__all__ = ["BACKENDS", "MPE2_ENVS", "EnvSpec", "StepResult", "SyncPool", "Team", "VectorPool",
+__all__ = ["MPE2_ENVS", "EnvSpec", "StepResult", "SyncPool", "Team", "VectorPool",
            "env_fn", "make_env", "make_pool", "probe", "resolve_backend", "spec_for", "spec_of"]
-
-BACKENDS = ("auto", "pettingzoo", "batched")
 
 
 def resolve_backend(name: str, kwargs: dict[str, Any], backend: str) -> str:
     """'pettingzoo' or 'batched': auto takes the batched backend where the env has one."""
     from evohpo.envs.batched import SCENARIOS, unsupported
 
-    if backend not in BACKENDS:
-        raise ConfigError(f"config key 'env.backend': {backend!r} is not one of "
-                          f"{', '.join(repr(b) for b in BACKENDS)}")
     if backend == "pettingzoo":
         return backend
     why = unsupported(name, kwargs)
@@ -53,8 +48,6 @@ def make_pool(name: str, kwargs: dict[str, Any], num_envs: int, pool: str = "syn
     pool with mpe2 envs of the same seed keeps doing so; the trainer passes ``env.backend``.
     A ``spec`` of stacked observations (``spec.frames`` > 1) gives a pool that stacks them.
     """
-    if pool not in ("sync", "async"):
-        raise ConfigError(f"config key 'env.pool': {pool!r} is not one of 'sync', 'async'")
     if spec is not None and spec.frames > 1:
         from evohpo.envs.frames import FramePool
 

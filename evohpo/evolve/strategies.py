@@ -21,6 +21,7 @@ from evohpo.evolve import space
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.member import Member, child_seed
 from evohpo.evolve.mutations import mutate
+from evohpo.evolve.names import STRATEGY_NAMES
 
 __all__ = ["STRATEGIES", "Offspring", "Strategy", "clone", "independent", "select",
            "tournament", "truncation", "worse_beyond"]
@@ -211,3 +212,4 @@ Strategy = Callable[[list[Member], list[float], list[float], int, int, Evolution
                      MutationConfig, np.random.Generator], Offspring]
 STRATEGIES: dict[str, Strategy] = {"tournament": tournament, "truncation": truncation,
                                    "independent": independent}
+assert tuple(STRATEGIES) == STRATEGY_NAMES, "evohpo.evolve.names lists the strategies' names"

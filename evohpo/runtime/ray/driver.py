@@ -32,7 +32,7 @@ from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.algos.generators import generator_fits
 from evohpo.checkpoint import map_tree, rng_from
 from evohpo.envs.spec import EnvSpec
-from evohpo.errors import ConfigError, EvohpoError
+from evohpo.errors import EvohpoError
 from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
@@ -53,10 +53,6 @@ class RayRuntime(Runtime):
                  fitness_agents: list[str], run_dir: Path | None = None):
         self.ray = require_ray()
         d = cfg.distributed
-        if cfg.device.startswith("cuda:"):
-            raise ConfigError(f"config key 'device': {cfg.device!r} names a GPU, but Ray gives "
-                              "each actor its own share of a GPU; use 'auto' or 'cuda' with "
-                              "distributed.gpus_per_actor")
         super().__init__(cfg, spec, log, pool_seed, fitness_agents, run_dir)
         self.device = torch.device("cpu")  # the driver only selects, mutates and saves members
         self.owns_ray = connect(d.address)
