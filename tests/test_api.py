@@ -66,7 +66,29 @@ def test_train_returns_metrics_and_a_callback_stops_it(tmp_path: Path) -> None:
     agent = evohpo.load_run(tmp_path / "r").member("best")
     obs = {a: np.zeros(agent.algo.spec[a].obs_dim) for a in agent.algo.spec.agents}
     acts = agent.act(obs)
-    assert set(acts) == set(agent.algo.spec.agents) and all(len(v) == 1 for v in acts.values())
+    assert set(acts) == set(agent.algo.spec.agents)
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_a_member_acts_on_one_observation_as_pettingzoo_takes_it(tmp_path: Path,
+                                                                 continuous: bool) -> None:
+    from mpe2 import simple_speaker_listener_v4
+
+    env_cfg = {**TINY["env"], "name": "simple_speaker_listener",
+               "kwargs": {"continuous_actions": continuous}}
+    evohpo.train({**TINY, "env": env_cfg}, run_dir=tmp_path / "r")
+    agent = evohpo.load_run(tmp_path / "r").member("best")
+    env = simple_speaker_listener_v4.parallel_env(continuous_actions=continuous)
+    obs, _ = env.reset(seed=0)
+    while env.agents:  # one observation per agent in, one action per agent out, as env.step wants
+        acts = agent.act(obs)
+        assert all(env.action_space(a).contains(acts[a]) for a in env.agents), acts
+        obs, *_ = env.step(acts)
+    batch = agent.act({a: np.zeros((3, agent.algo.spec[a].obs_dim)) for a in obs})
+    for a, v in batch.items():  # a batch stays a batch, even of one
+        assert v.shape == ((3,) if not continuous else (3, agent.algo.spec[a].act_dim))
+    one = agent.act({a: np.zeros((1, agent.algo.spec[a].obs_dim)) for a in obs})
+    assert all(len(v) == 1 for v in one.values())
 
 
 def test_an_importable_factory_is_stored_by_name_and_a_lambda_in_process() -> None:

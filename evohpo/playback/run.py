@@ -27,16 +27,21 @@ class Agent:
     algo: Algorithm
     info: dict[str, Any]
 
-    def act(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Actions for a batch of observations (``{agent: [B, obs_dim]}``; one row is fine too).
+    def act(self, obs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """Actions for one observation per agent, or for a batch of them.
 
-        Discrete agents get action indices ``[B]``, continuous ones vectors ``[B, act_dim]``.
+        One observation per agent (1-D arrays, as a PettingZoo ParallelEnv gives them): one action
+        per agent, as ``env.step`` takes it: an index for a discrete agent, a vector
+        ``[act_dim]`` for a continuous one. A batch (``{agent: [B, obs_dim]}``): index arrays
+        ``[B]`` and arrays ``[B, act_dim]``.
         """
         spec = self.algo.spec
+        single = all(np.ndim(obs[a]) == 1 for a in spec.agents)
         batch = {a: np.atleast_2d(np.asarray(obs[a], np.float32)) for a in spec.agents}
         actions, _ = self.algo.act(batch, None)
-        return {a: (actions[a][:, 0].astype(np.int64) if spec[a].discrete else actions[a])
-                for a in spec.agents}
+        out = {a: (actions[a][:, 0].astype(np.int64) if spec[a].discrete else actions[a])
+               for a in spec.agents}
+        return {a: v[0] for a, v in out.items()} if single else out
 
 
 @dataclass
