@@ -13,6 +13,7 @@ from evohpo import config as C
 from evohpo import paths
 from evohpo.config.argtypes import WandbMode, whole
 from evohpo.errors import ConfigError, EvohpoError
+from evohpo.version import __version__
 
 
 class Parser(argparse.ArgumentParser):
@@ -144,6 +145,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 def build_parser() -> Parser:
     p = Parser(prog="evohpo",
                description="Evolve populations of MADDPG / MATD3 agents on PettingZoo envs.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     t = sub.add_parser("train", help="train a population")
     t.add_argument("--algo", help="maddpg or matd3 (default from config: matd3)")
