@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.mounts import read_only
+from tests.test_checkpoint import train
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -23,3 +28,17 @@ def test_version_prints_the_package_version() -> None:
     proc = evohpo_cli("--version", env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"evohpo {__version__}"
+
+
+def test_overwrite_into_a_read_only_run_directory_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    assert train(run, 32) == 0
+    before = sorted(p.name for p in run.iterdir())
+    with read_only(run):
+        capsys.readouterr()
+        assert train(run, 32, "--overwrite") == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"evohpo: error: run directory {str(run)!r}")
+        assert "read-only" in err.lower() and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in run.iterdir()) == before  # nothing was cleared
