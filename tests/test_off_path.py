@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.mounts import read_only
-from tests.test_checkpoint import train
+from tests.test_checkpoint import ARGS, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,3 +42,42 @@ def test_overwrite_into_a_read_only_run_directory_is_one_line(
         assert err.startswith(f"evohpo: error: run directory {str(run)!r}")
         assert "read-only" in err.lower() and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in run.iterdir()) == before  # nothing was cleared
+
+
+ENVMOD = """from mpe2 import simple_spread_v3
+
+
+def spread2(**kwargs):
+    return simple_spread_v3.parallel_env(N=2, **kwargs)
+"""
+TINY_ARGS = [a for a in ARGS if a not in ("--env", "simple_speaker_listener")]
+
+
+def console_script(tmp_path: Path) -> Path:
+    """The `evohpo` command as pip installs it: a script whose own folder, not the working
+    directory, heads sys.path."""
+    script = tmp_path / "bin" / "evohpo"
+    script.parent.mkdir()
+    script.write_text("import sys\nfrom evohpo.cli import main\nsys.exit(main())\n")
+    return script
+
+
+@pytest.mark.parametrize("pool", ["sync", "async"])
+def test_a_factory_in_a_local_file_is_found_as_python_m_would(tmp_path: Path, pool: str) -> None:
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / "envmod.py").write_text(ENVMOD)
+    script = console_script(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # evohpo itself; not the working directory
+    proc = subprocess.run([sys.executable, str(script), "train", "--env", "envmod:spread2",
+                           *TINY_ARGS, "--set", f"env.pool={pool}", "--steps", "32",
+                           "--run-dir", "run"], cwd=here, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "envmod:spread2" in (here / "run" / "config.yaml").read_text()
+    # a module that is nowhere: the error says where it was looked for
+    proc = subprocess.run([sys.executable, str(script), "train", "--env", "nomod:spread2",
+                           *TINY_ARGS, "--steps", "32"], cwd=here, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"working directory {str(here)!r}" in proc.stderr and "PYTHONPATH" in proc.stderr
