@@ -83,6 +83,12 @@ def factory_of(name: str) -> Callable[..., Any]:
         return CALLABLE_ENVS[name]
     if name in MPE2_ENVS:
         return importlib.import_module(MPE2_ENVS[name]).parallel_env
+    if name.startswith("callable:"):
+        raise ConfigError(
+            f"env {name!r}: the run was trained on a callable that only the process that "
+            "trained it knew (a lambda or a function in a script); in Python pass it again: "
+            "evohpo.load_run(run_dir, env=make_env); to use the command line, train on a "
+            "factory importable by name (module:factory)")
     if ":" not in name:
         raise ConfigError(f"unknown env {name!r}{closest(name, list(MPE2_ENVS))}; known: "
                           f"{', '.join(MPE2_ENVS)}, or module:factory for any PettingZoo "

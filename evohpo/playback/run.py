@@ -3,7 +3,7 @@ act with or evaluate (:func:`evohpo.load_run`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,16 @@ class Run:
                     episodes or self.config.eval.episodes, seed)
 
 
-def load_run(run_dir: str | Path) -> Run:
+def load_run(run_dir: str | Path, env: Callable[..., Any] | None = None) -> Run:
+    """The run in ``run_dir``. A run trained on a callable that only its own process knew (a
+    lambda, a function in a script: ``env.name: callable:...``) needs that callable again as
+    ``env``; a run whose env is stored by name rebuilds it from the name."""
     path = Path(run_dir)
+    if env is not None:
+        from evohpo.envs.registry import CALLABLE_ENVS
+
+        raw = C.read_yaml(path / "config.yaml") if (path / "config.yaml").is_file() else {}
+        name = (raw.get("env") or {}).get("name", "") if isinstance(raw, dict) else ""
+        if isinstance(name, str) and name.startswith("callable:"):
+            CALLABLE_ENVS[name] = env
     return Run(path, run_config(path))
