@@ -40,10 +40,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         result = api.train(cfg, run_dir=args.run_dir, overwrite=args.overwrite, quiet=args.quiet,
                            wandb=args.wandb, notes=notes)
     s = result.summary
-    best = (f"final best fitness {s['best_fitness']:.2f} (member {s['best_member']}), best ever "
-            f"{s['best_ever']:.2f}" if "teams" not in s else "champions: " + ", ".join(
-                f"{team} {c['fitness']:.2f} (member {c['champion']})"
-                for team, c in s["teams"].items()))
+    if "teams" in s:
+        best = "champions: " + ", ".join(f"{team} {c['fitness']:.2f} (member {c['champion']})"
+                                         for team, c in s["teams"].items())
+    else:
+        from evohpo.report.data import best_checkpoint_meta
+
+        kept = (best_checkpoint_meta(result.run_dir) or {}).get("member") or {}
+        best = (f"last generation's best {s['best_fitness']:.2f} (member {s['best_member']})"
+                + (f"; kept member {kept['id']} (what eval and export use), fitness "
+                   f"{kept['fitness']:.2f}" if kept.get("fitness") is not None else
+                   f"; best ever {s['best_ever']:.2f}"))
     print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps in "
           f"{s['wall_s']:.0f}s; {best}; run in {result.run_dir}")
     return 0

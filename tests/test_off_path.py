@@ -1,5 +1,5 @@
-"""Off the shipped path: the version, torn run files, read-only run directories, and env
-factories in a local file."""
+"""Off the shipped path: the version, read-only run directories, env factories in a local file,
+and summaries that agree with each other."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from evohpo.cli import main
+from evohpo.report.data import read_jsonl
 from tests.mounts import read_only
 from tests.test_checkpoint import ARGS, train
 
@@ -81,3 +83,27 @@ def test_a_factory_in_a_local_file_is_found_as_python_m_would(tmp_path: Path, po
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"working directory {str(here)!r}" in proc.stderr and "PYTHONPATH" in proc.stderr
+
+
+def test_the_last_line_names_the_member_eval_uses(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from evohpo.report.data import best_checkpoint_meta
+
+    run = tmp_path / "run"
+    assert train(run, 64, "--set", "eval.confirm_episodes=2") == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    kept = best_checkpoint_meta(run)["member"]  # type: ignore[index]
+    said = f"kept member {kept['id']} (what eval and export use), fitness {kept['fitness']:.2f}"
+    assert said in line, line
+    assert main(["eval", str(run), "--episodes", "1"]) == 0
+    assert f"member {kept['id']} of" in capsys.readouterr().out
+
+
+def test_a_resumed_runs_time_is_the_whole_runs(tmp_path: Path) -> None:
+    import evohpo
+    from tests.test_api import TINY
+
+    first = evohpo.train({**TINY, "steps": 64}, run_dir=tmp_path / "r")
+    resumed = evohpo.resume(tmp_path / "r", steps=96)
+    last = read_jsonl(tmp_path / "r" / "metrics.jsonl")[-1]["time/elapsed_s"]
+    assert resumed.summary["wall_s"] >= max(last, first.summary["wall_s"])
