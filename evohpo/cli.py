@@ -46,7 +46,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         from evohpo.report.data import best_checkpoint_meta
 
-        kept = (best_checkpoint_meta(result.run_dir) or {}).get("member") or {}
+        meta = best_checkpoint_meta(result.run_dir) if result.run_dir else None
+        kept = (meta or {}).get("member") or {}
         best = (f"last generation's best {s['best_fitness']:.2f} (member {s['best_member']})"
                 + (f"; kept member {kept['id']} (what eval and export use), fitness "
                    f"{kept['fitness']:.2f}" if kept.get("fitness") is not None else
