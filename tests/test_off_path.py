@@ -107,3 +107,25 @@ def test_a_resumed_runs_time_is_the_whole_runs(tmp_path: Path) -> None:
     resumed = evohpo.resume(tmp_path / "r", steps=96)
     last = read_jsonl(tmp_path / "r" / "metrics.jsonl")[-1]["time/elapsed_s"]
     assert resumed.summary["wall_s"] >= max(last, first.summary["wall_s"])
+
+
+def test_a_hand_edited_or_cut_short_config_does_not_resume(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    assert train(run, 32) == 0
+    text = (run / "config.yaml").read_text()
+    assert "name: matd3" in text
+    (run / "config.yaml").write_text(text.replace("name: matd3", "name: maddpg"))
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--steps", "64", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "algo.name is 'maddpg', the checkpoint was trained with 'matd3'" in err, err
+    assert len(err.strip().splitlines()) == 1
+    lines = text.splitlines(keepends=True)  # cut short before the algo section
+    (run / "config.yaml").write_text("".join(lines[: next(
+        i for i, ln in enumerate(lines) if ln.startswith("algo:"))]))
+    assert main(["train", "--resume", str(run), "--steps", "64", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "looks cut short: it has no algo" in err and len(err.strip().splitlines()) == 1, err
+    (run / "config.yaml").write_text(text)  # put back: it resumes
+    assert main(["train", "--resume", str(run), "--steps", "64", "--quiet"]) == 0
