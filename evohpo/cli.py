@@ -13,6 +13,7 @@ from evohpo import config as C
 from evohpo import paths
 from evohpo.config.argtypes import WandbMode, whole
 from evohpo.errors import ConfigError, EvohpoError
+from evohpo.version import __version__
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,10 +40,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         result = api.train(cfg, run_dir=args.run_dir, overwrite=args.overwrite, quiet=args.quiet,
                            wandb=args.wandb, notes=notes)
     s = result.summary
-    best = (f"final best fitness {s['best_fitness']:.2f} (member {s['best_member']}), best ever "
-            f"{s['best_ever']:.2f}" if "teams" not in s else "champions: " + ", ".join(
-                f"{team} {c['fitness']:.2f} (member {c['champion']})"
-                for team, c in s["teams"].items()))
+    if "teams" in s:
+        best = "champions: " + ", ".join(f"{team} {c['fitness']:.2f} (member {c['champion']})"
+                                         for team, c in s["teams"].items())
+    else:
+        from evohpo.report.data import best_checkpoint_meta
+
+        meta = best_checkpoint_meta(result.run_dir) if result.run_dir else None
+        kept = (meta or {}).get("member") or {}
+        best = (f"last generation's best {s['best_fitness']:.2f} (member {s['best_member']})"
+                + (f"; kept member {kept['id']} (what eval and export use), fitness "
+                   f"{kept['fitness']:.2f}" if kept.get("fitness") is not None else
+                   f"; best ever {s['best_ever']:.2f}"))
     print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps in "
           f"{s['wall_s']:.0f}s; {best}; run in {result.run_dir}")
     return 0
@@ -144,6 +153,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 def build_parser() -> Parser:
     p = Parser(prog="evohpo",
                description="Evolve populations of MADDPG / MATD3 agents on PettingZoo envs.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     t = sub.add_parser("train", help="train a population")
     t.add_argument("--algo", help="maddpg or matd3 (default from config: matd3)")

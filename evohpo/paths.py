@@ -115,7 +115,15 @@ def prepare_run_dir(path: Path, overwrite: bool) -> Path:
         if not overwrite:
             raise ConfigError(f"run directory {str(path)!r} already exists; choose another "
                               "--run-dir, or pass --overwrite to replace it")
-        clear_run_files(path)
+        failure = _probe(path)  # before anything of the old run is removed
+        if failure is not None:
+            raise ConfigError(f"run directory {str(path)!r} cannot be replaced: {_why(failure)}; "
+                              "choose a writable --run-dir")
+        try:
+            clear_run_files(path)
+        except OSError as e:
+            raise ConfigError(f"run directory {str(path)!r} cannot be replaced: "
+                              f"{_why(e)} ({e.filename})") from None
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"

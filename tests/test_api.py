@@ -66,7 +66,29 @@ def test_train_returns_metrics_and_a_callback_stops_it(tmp_path: Path) -> None:
     agent = evohpo.load_run(tmp_path / "r").member("best")
     obs = {a: np.zeros(agent.algo.spec[a].obs_dim) for a in agent.algo.spec.agents}
     acts = agent.act(obs)
-    assert set(acts) == set(agent.algo.spec.agents) and all(len(v) == 1 for v in acts.values())
+    assert set(acts) == set(agent.algo.spec.agents)
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_a_member_acts_on_one_observation_as_pettingzoo_takes_it(tmp_path: Path,
+                                                                 continuous: bool) -> None:
+    from mpe2 import simple_speaker_listener_v4
+
+    env_cfg = {**TINY["env"], "name": "simple_speaker_listener",
+               "kwargs": {"continuous_actions": continuous}}
+    evohpo.train({**TINY, "env": env_cfg}, run_dir=tmp_path / "r")
+    agent = evohpo.load_run(tmp_path / "r").member("best")
+    env = simple_speaker_listener_v4.parallel_env(continuous_actions=continuous)
+    obs, _ = env.reset(seed=0)
+    while env.agents:  # one observation per agent in, one action per agent out, as env.step wants
+        acts = agent.act(obs)
+        assert all(env.action_space(a).contains(acts[a]) for a in env.agents), acts
+        obs, *_ = env.step(acts)
+    batch = agent.act({a: np.zeros((3, agent.algo.spec[a].obs_dim)) for a in obs})
+    for a, v in batch.items():  # a batch stays a batch, even of one
+        assert v.shape == ((3,) if not continuous else (3, agent.algo.spec[a].act_dim))
+    one = agent.act({a: np.zeros((1, agent.algo.spec[a].obs_dim)) for a in obs})
+    assert all(len(v) == 1 for v in one.values())
 
 
 def test_an_importable_factory_is_stored_by_name_and_a_lambda_in_process() -> None:
@@ -87,3 +109,45 @@ def test_a_preset_by_name_and_overrides_as_text() -> None:
     assert cfg.algo.lr_actor == 0.002 and cfg.seed == 4 and notes == []
     _, notes = api.resolve(algo="maddpg", env="simple_spread")
     assert notes and "maddpg_spread.yaml" in notes[0]
+
+
+SCRIPT = """import sys
+import evohpo
+from tests.toy_envs import target_game
+
+def make_env(**kwargs):  # defined in a script: no other process can import it by name
+    return target_game(**kwargs)
+
+TINY = {tiny!r}
+if sys.argv[1] == "train":
+    evohpo.train(TINY, env=make_env, run_dir="run")
+elif sys.argv[1] == "load":
+    run = evohpo.load_run("run", env=make_env)
+    acts = run.member("best").act({{"mover": [0.0, 0.0, 0.0], "picker": [0.0, 0.0]}})
+    print(sorted(acts), run.evaluate("best", episodes=2)["mover"].shape)
+else:
+    evohpo.load_run("run").member("best")
+"""
+
+
+def test_a_run_trained_on_a_script_callable_loads_elsewhere_given_the_env(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "script.py").write_text(SCRIPT.format(tiny=TINY))
+    env = {**os.environ, "PYTHONPATH": str(README.parent)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    assert run("script.py", "train").returncode == 0
+    loaded = run("script.py", "load")  # another process, passing the callable again
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "['mover', 'picker'] (2,)"
+    missing = run("script.py", "without")
+    assert "evohpo.load_run(run_dir, env=make_env)" in missing.stderr.strip().splitlines()[-1]
+    cli = run("-m", "evohpo", "eval", "run")  # the command line: one line naming the way out
+    assert cli.returncode == 2 and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+    assert "module:factory" in cli.stderr and "load_run(run_dir, env=" in cli.stderr

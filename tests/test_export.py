@@ -59,17 +59,71 @@ def test_policy_takes_float32_and_float64_batches_and_one_observation(exported: 
 
 def readme_example() -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    (block,) = [b for b in blocks if "torch.export.load" in b]
+    (block,) = [b for b in blocks if "evohpo.playback.exported" in b]
     return block
 
 
-def test_readme_example_plays_an_exported_team_in_plain_mpe2(exported: Path) -> None:
-    check = "\nimport sys\nassert not env.agents and 'evohpo' not in sys.modules\n"
-    proc = subprocess.run(
-        [sys.executable, "-c", readme_example() + check],
-        cwd=exported,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+# what the README's recipe may load of evohpo: the loader, none of the training code
+LIGHT = {"evohpo", "evohpo.version", "evohpo.playback", "evohpo.playback.exported"}
+CHECK = ("\nimport sys\nassert not env.agents, env.agents\n"
+         "loaded = {m for m in sys.modules if m.split('.')[0] == 'evohpo'}\n"
+         f"assert loaded <= {LIGHT!r}, loaded\n")
+
+
+def play_readme_example(base: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", readme_example() + CHECK], cwd=base,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_example_plays_an_exported_team_in_plain_mpe2(exported: Path) -> None:
+    play_readme_example(exported)
+
+
+@pytest.fixture(scope="module")
+def adversary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The simple_adversary preset (env.frames: 2), trained tiny and exported."""
+    base = tmp_path_factory.mktemp("adversary")
+    assert main(["train", "--algo", "matd3", "--env", "simple_adversary", "--steps", "400",
+                 "--quiet", "--run-dir", str(base / "run"),
+                 *[a for kv in ("env.pool=sync", "population.size=2", "env.num_envs=2",
+                                "games.scripted_opponents=0", "evolution.evo_steps=100",
+                                "evolution.learning_delay=0", "algo.batch_size=8",
+                                "algo.hidden=[16]", "eval.episodes=1", "buffer.capacity=1000")
+                   for a in ("--set", kv)]]) == 0
+    assert main(["export", str(base / "run"), "--out", str(base / "policies")]) == 0
+    assert json.loads((base / "policies" / "spaces.json").read_text())["frames"] == 2
+    return base
+
+
+def test_readme_example_plays_the_adversary_presets_export_with_frames(adversary: Path) -> None:
+    play_readme_example(adversary)
+
+
+def test_team_stacks_frames_as_training_does(adversary: Path) -> None:
+    from evohpo.envs.frames import Stacker
+    from evohpo.playback.exported import Team
+
+    _, spec, algo, _ = playback.load_member(adversary / "run")
+    team = Team(adversary / "policies")
+    env = team.make_env()
+    obs, _ = env.reset(seed=3)
+    stack = Stacker(spec, 1)
+    stack.start({a: np.asarray(o)[None] for a, o in obs.items()})
+    team.reset()
+    for t in range(6):
+        if t:
+            stack.push({a: np.asarray(o)[None] for a, o in obs.items()})
+        want, _ = algo.act(stack.view(), None)
+        got = team.act(obs)  # float32 from mpe2: one observation per agent, one action each
+        for a in spec.agents:
+            assert got[a].shape == (spec[a].act_dim,)
+            np.testing.assert_allclose(got[a], want[a][0], atol=1e-6)
+        obs, *_ = env.step(got)
+    batch = Team(adversary / "policies")  # a batch of 3, float64: a batch of actions
+    rows = {a: np.stack([np.asarray(o, np.float64)] * 3) for a, o in obs.items()}
+    out = batch.act(rows)
+    assert all(out[a].shape == (3, spec[a].act_dim) for a in spec.agents)
+    single = Team(adversary / "policies").act({a: o[0].astype(np.float32) for a, o in rows.items()})
+    for a in spec.agents:
+        np.testing.assert_allclose(out[a][1], single[a], atol=1e-6)

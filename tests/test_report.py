@@ -233,3 +233,25 @@ def test_report_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     (tmp_path / "config.yaml").write_text(C.dump(C.load([TINY])))
     assert main(["report", str(tmp_path)]) == 2
     assert "no generations" in capsys.readouterr().err
+
+
+def whole_run(path: Path) -> Path:
+    """A hand-made run whose files end in whole lines."""
+    run = write_run(path)
+    metrics = (run / "metrics.jsonl").read_text()
+    (run / "metrics.jsonl").write_text(metrics[: metrics.rindex("\n") + 1])
+    return run
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "lineage.jsonl"])
+def test_report_says_it_dropped_a_torn_last_line(tmp_path: Path, name: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(whole_run(tmp_path / "whole"))]) == 0
+    assert capsys.readouterr().err == ""  # whole lines: nothing to say
+    run = whole_run(tmp_path / "run")
+    path = run / name
+    text = path.read_text()
+    path.write_text(text[: len(text) - len(text.splitlines()[-1]) // 2 - 1])  # a run cut mid-write
+    assert main(["report", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert f"'{path}': dropped its torn last line" in err and len(err.splitlines()) == 1

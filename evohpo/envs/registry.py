@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +50,32 @@ def register_env(factory: Callable[..., Any]) -> str:
     return name
 
 
+def _import_factory_module(name: str, mod_name: str) -> Any:
+    """Import ``mod_name`` as ``python -m`` would find it: on sys.path, else in the working
+    directory (which the installed ``evohpo`` command does not put on sys.path)."""
+    top = mod_name.partition(".")[0]
+    for attempt in range(2):
+        try:
+            return importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            cwd = os.getcwd()
+            if e.name != top:  # the module was found; something it imports was not
+                raise ConfigError(f"env {name!r}: cannot import module {mod_name!r}: "
+                                  f"ModuleNotFoundError: {e}") from None
+            if attempt or {cwd, ""} & set(sys.path) or not any(
+                    os.path.exists(os.path.join(cwd, top + ext)) for ext in (".py", "")):
+                raise ConfigError(
+                    f"env {name!r}: cannot import module {mod_name!r}: no {top!r} on the "
+                    f"Python path (sys.path, PYTHONPATH) nor in the working directory {cwd!r}; "
+                    f"run from the folder that holds {top}.py, or add it to PYTHONPATH") from None
+            sys.path.append(cwd)  # after everything installed: a local file shadows nothing
+            importlib.invalidate_caches()
+        except Exception as e:
+            raise ConfigError(f"env {name!r}: cannot import module {mod_name!r}: "
+                              f"{type(e).__name__}: {e}") from None
+    raise AssertionError("unreachable")
+
+
 def factory_of(name: str) -> Callable[..., Any]:
     """The callable that builds env ``name``: an mpe2 module's parallel_env, module:factory, or
     a callable the Python API registered."""
@@ -55,16 +83,18 @@ def factory_of(name: str) -> Callable[..., Any]:
         return CALLABLE_ENVS[name]
     if name in MPE2_ENVS:
         return importlib.import_module(MPE2_ENVS[name]).parallel_env
+    if name.startswith("callable:"):
+        raise ConfigError(
+            f"env {name!r}: the run was trained on a callable that only the process that "
+            "trained it knew (a lambda or a function in a script); in Python pass it again: "
+            "evohpo.load_run(run_dir, env=make_env); to use the command line, train on a "
+            "factory importable by name (module:factory)")
     if ":" not in name:
         raise ConfigError(f"unknown env {name!r}{closest(name, list(MPE2_ENVS))}; known: "
                           f"{', '.join(MPE2_ENVS)}, or module:factory for any PettingZoo "
                           "ParallelEnv")
     mod_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(mod_name)
-    except Exception as e:
-        raise ConfigError(f"env {name!r}: cannot import module {mod_name!r}: "
-                          f"{type(e).__name__}: {e}") from None
+    module = _import_factory_module(name, mod_name)
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"env {name!r}: module {mod_name!r} has no callable {attr!r}")

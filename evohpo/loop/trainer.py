@@ -267,7 +267,7 @@ class Trainer:
         return {"generations": s.generation, "env_steps": s.env_steps,
                 "best_fitness": m["eval/best_fitness"], "mean_fitness": m["eval/mean_fitness"],
                 "best_ever": s.best_ever, "best_member": m["eval/best_member"],
-                "wall_s": time.perf_counter() - self.start, **self.runtime.summary(),
+                "wall_s": self.elapsed(), **self.runtime.summary(),  # resumed sessions too
                 **self.populations.summary(m)}
 
     def close(self) -> None:

@@ -242,7 +242,10 @@ def export(run_dir: Path, out: Path, which: str = "best") -> list[Path]:
                                 if s.discrete
                                 else {"type": "box", "shape": [s.act_dim], "low": s.low,
                                       "high": s.high, "output": "float32 [B, dim]"})}
-    note = {"env": cfg.env.name, "env_kwargs": cfg.env.kwargs, "member": info.get("id"),
+    factory = (f"{MPE2_ENVS[cfg.env.name]}:parallel_env" if cfg.env.name in MPE2_ENVS
+               else cfg.env.name if not cfg.env.name.startswith("callable:") else None)
+    note = {"env": cfg.env.name, "env_factory": factory, "env_kwargs": cfg.env.kwargs,
+            "member": info.get("id"),
             "fitness": info.get("fitness"), "agents": spaces,
             "usage": "import torch; policy = torch.export.load('<agent>.pt2').module(); "
                      "actions = policy(batch)  # batch [B, obs_dim]; one observation: "
@@ -251,7 +254,7 @@ def export(run_dir: Path, out: Path, which: str = "best") -> list[Path]:
         note["frames"] = spec.frames
         note["observation"] = (f"each agent's last {spec.frames} observations side by side, the "
                                "newest first (env.frames); at an episode's start the first one "
-                               "repeated")
+                               "repeated; evohpo.playback.exported.Team stacks them")
     (out / "spaces.json").write_text(json.dumps(note, indent=2))
     written.append(out / "spaces.json")
     return written

@@ -3,7 +3,7 @@ act with or evaluate (:func:`evohpo.load_run`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,16 +27,21 @@ class Agent:
     algo: Algorithm
     info: dict[str, Any]
 
-    def act(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Actions for a batch of observations (``{agent: [B, obs_dim]}``; one row is fine too).
+    def act(self, obs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """Actions for one observation per agent, or for a batch of them.
 
-        Discrete agents get action indices ``[B]``, continuous ones vectors ``[B, act_dim]``.
+        One observation per agent (1-D arrays, as a PettingZoo ParallelEnv gives them): one action
+        per agent, as ``env.step`` takes it: an index for a discrete agent, a vector
+        ``[act_dim]`` for a continuous one. A batch (``{agent: [B, obs_dim]}``): index arrays
+        ``[B]`` and arrays ``[B, act_dim]``.
         """
         spec = self.algo.spec
+        single = all(np.ndim(obs[a]) == 1 for a in spec.agents)
         batch = {a: np.atleast_2d(np.asarray(obs[a], np.float32)) for a in spec.agents}
         actions, _ = self.algo.act(batch, None)
-        return {a: (actions[a][:, 0].astype(np.int64) if spec[a].discrete else actions[a])
-                for a in spec.agents}
+        out = {a: (actions[a][:, 0].astype(np.int64) if spec[a].discrete else actions[a])
+               for a in spec.agents}
+        return {a: v[0] for a, v in out.items()} if single else out
 
 
 @dataclass
@@ -66,6 +71,16 @@ class Run:
                     episodes or self.config.eval.episodes, seed)
 
 
-def load_run(run_dir: str | Path) -> Run:
+def load_run(run_dir: str | Path, env: Callable[..., Any] | None = None) -> Run:
+    """The run in ``run_dir``. A run trained on a callable that only its own process knew (a
+    lambda, a function in a script: ``env.name: callable:...``) needs that callable again as
+    ``env``; a run whose env is stored by name rebuilds it from the name."""
     path = Path(run_dir)
+    if env is not None:
+        from evohpo.envs.registry import CALLABLE_ENVS
+
+        raw = C.read_yaml(path / "config.yaml") if (path / "config.yaml").is_file() else {}
+        name = (raw.get("env") or {}).get("name", "") if isinstance(raw, dict) else ""
+        if isinstance(name, str) and name.startswith("callable:"):
+            CALLABLE_ENVS[name] = env
     return Run(path, run_config(path))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TypeVar
 
@@ -62,6 +63,10 @@ def build_report(paths: list[Path], out: Path | None = None, title: str | None =
         out = out / "report.html"
     paths_.output_file(out, "report")  # a report that cannot be written is not built
     runs = [load_run(Path(p)) for p in paths]
+    for r in runs:  # a run cut short mid-write: said, not silently left out
+        for f in r.torn:
+            print(f"evohpo: note: {str(f)!r}: dropped its torn last line (a run still writing, "
+                  "or a file cut short); the report shows the lines before it", file=sys.stderr)
     names = [r.name for r in runs]
     for r in runs:  # two runs of the same name (from different sweeps): use their paths
         if names.count(r.name) > 1:

@@ -27,16 +27,19 @@ COUNTERS = ("env_steps",)            # member fields that only count
 EVENTS = ("restored",)               # lineage records that happen to a member, not that make one
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, torn: list[Path] | None = None) -> list[dict[str, Any]]:
     """The lines of a JSONL file; a missing file is empty, and a half-written last line (a run
-    still writing) is skipped."""
+    still writing, or one cut short) is skipped: ``path`` is appended to ``torn`` then."""
     if not path.is_file():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
         try:
             obj = json.loads(line)
         except json.JSONDecodeError:
+            if torn is not None and i == len(lines) - 1:
+                torn.append(path)
             continue
         if isinstance(obj, dict):
             out.append(obj)
@@ -104,6 +107,7 @@ class Run:
     best_meta: dict[str, Any] | None
     league: list[dict[str, Any]] = field(default_factory=list)  # games of several teams only
     members: list[MemberGen] = field(default_factory=list)
+    torn: list[Path] = field(default_factory=list)  # files whose torn last line was dropped
     at: dict[tuple[int, str], MemberGen] = field(default_factory=dict)
 
     @property
@@ -143,13 +147,14 @@ def load_run(path: Path) -> Run:
     if not cfg_path.is_file():
         raise ConfigError(f"{str(path)!r} is not a run directory (no config.yaml in it)")
     text = cfg_path.read_text()
-    metrics = read_jsonl(path / "metrics.jsonl")
+    torn: list[Path] = []
+    metrics = read_jsonl(path / "metrics.jsonl", torn)
     if not metrics:
         raise ConfigError(f"run {str(path)!r} has no generations in metrics.jsonl yet; "
                           "a report needs at least one evaluation")
     run = Run(path=path, name=path.resolve().name, config=yaml.safe_load(text) or {},
               config_text=text, metrics=continuous_time(metrics),
-              lineage=read_jsonl(path / "lineage.jsonl"),
+              lineage=read_jsonl(path / "lineage.jsonl", torn), torn=torn,
               system=read_jsonl(path / "system.jsonl"), best_meta=best_checkpoint_meta(path),
               league=read_jsonl(path / "league.jsonl"))
     link_members(run)
