@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from evohpo import config as C
 
@@ -56,29 +55,11 @@ def field_of(key: str) -> tuple[dataclasses.Field | None, Any]:
     return f, hints.get(f.name)
 
 
-def kind(tp: Any) -> str:
-    """The values an annotation allows, in words."""
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return ", ".join(f"`{a}`" for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(kind(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    if origin is list:
-        return f"list of {kind(typing.get_args(tp)[0])}"
-    if origin is dict:
-        return "mapping"
-    if dataclasses.is_dataclass(tp):
-        return "mapping"
-    return getattr(tp, "__name__", str(tp))
-
-
 def allowed(key: str) -> str:
     f, tp = field_of(key)
     if f is None:
         return ""
-    text = kind(tp) if tp is not None else ""
+    text = C.describe_type(tp) if tp is not None else ""
     lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
     lo_open = f.metadata.get("lo_open")
     if lo is not None and hi is not None:

@@ -11,6 +11,7 @@ from evohpo.config.keys import RENAMED, describe_keys, show
 from evohpo.config.loader import (
     build,
     deep_merge,
+    describe_type,
     dump,
     load,
     parse_dotted,
@@ -65,6 +66,7 @@ __all__ = [
     "build",
     "deep_merge",
     "describe_keys",
+    "describe_type",
     "dump",
     "load",
     "parse_dotted",

@@ -23,21 +23,22 @@ from evohpo.config.validate import validate
 from evohpo.errors import ConfigError
 
 
-def _describe(tp: Any) -> str:
+def describe_type(tp: Any) -> str:
+    """The values an annotation allows, in words (as errors and the configuration page say them)."""
     origin = typing.get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe(a) for a in typing.get_args(tp))
+        return " or ".join(describe_type(a) for a in typing.get_args(tp))
     if tp is type(None):
         return "null"
     if origin is list:
-        return f"a list of {_describe(typing.get_args(tp)[0])}"
+        return f"a list of {describe_type(typing.get_args(tp)[0])}"
     if origin is dict:
         key_tp, value_tp = typing.get_args(tp) or (Any, Any)
         if value_tp is Any:
             return "a mapping"
-        return f"a mapping of {_describe(key_tp)} to {_describe(value_tp)}"
+        return f"a mapping of {describe_type(key_tp)} to {describe_type(value_tp)}"
     if dataclasses.is_dataclass(tp):
         return "a mapping"
     return getattr(tp, "__name__", str(tp))
@@ -46,7 +47,7 @@ def _describe(tp: Any) -> str:
 def _coerce(tp: Any, value: Any, key: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it converted, or raise ConfigError."""
     origin = typing.get_origin(tp)
-    bad = ConfigError(f"config key '{key}': {value!r} is not {_describe(tp)}")
+    bad = ConfigError(f"config key '{key}': {value!r} is not {describe_type(tp)}")
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
