@@ -136,23 +136,41 @@ class ReplayBuffer:
         idx = rng.integers(0, self.size, size=batch_size)
         return self.gather(idx)
 
+    def sample_each(self, sizes: list[int],
+                    rngs: list[np.random.Generator]) -> tuple[Batch, torch.Tensor]:
+        """One batch per caller, in one gather: ``[M, max(sizes), ...]`` tensors, caller ``j``'s
+        draws (the rows :meth:`sample` would give it) first, then padding; and ``[M, B]`` ones on
+        its rows, zeros on the padding."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        width = max(sizes)
+        idx = np.zeros((len(sizes), width), np.int64)
+        rows = np.zeros((len(sizes), width), np.float32)
+        for j, (n, rng) in enumerate(zip(sizes, rngs, strict=True)):
+            idx[j, :n] = rng.integers(0, self.size, size=n)
+            rows[j, :n] = 1.0
+        return self.gather(idx), torch.from_numpy(rows).to(self.device)
+
     def gather(self, idx: np.ndarray) -> Batch:
+        """The rows ``idx`` (any shape): tensors of shape ``idx.shape + (width,)``."""
         dev = self.device
+        shape = idx.shape
+        idx = idx.reshape(-1)
 
         def t(x: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(x).to(dev, non_blocking=True)
+            return torch.from_numpy(x.reshape(*shape, x.shape[1])).to(dev, non_blocking=True)
 
         obs, nxt, act = t(self.obs[idx]), t(self.next_obs[idx]), t(self.actions[idx])
         rew, term, alive = t(self.rewards[idx]), t(self.terminated[idx]), t(self.alive[idx])
         nact = t(self.next_actions[idx]) if self.has_next_actions else None
         return Batch(
-            obs={a: obs[:, s] for a, s in self.obs_slices.items()},
-            actions={a: act[:, s] for a, s in self.act_slices.items()},
-            rewards={a: rew[:, j] for j, a in enumerate(self.agents)},
-            next_obs={a: nxt[:, s] for a, s in self.obs_slices.items()},
-            terminated={a: term[:, j] for j, a in enumerate(self.agents)},
-            alive={a: alive[:, j] for j, a in enumerate(self.agents)},
-            next_actions=None if nact is None else {a: nact[:, s]
+            obs={a: obs[..., s] for a, s in self.obs_slices.items()},
+            actions={a: act[..., s] for a, s in self.act_slices.items()},
+            rewards={a: rew[..., j] for j, a in enumerate(self.agents)},
+            next_obs={a: nxt[..., s] for a, s in self.obs_slices.items()},
+            terminated={a: term[..., j] for j, a in enumerate(self.agents)},
+            alive={a: alive[..., j] for j, a in enumerate(self.agents)},
+            next_actions=None if nact is None else {a: nact[..., s]
                                                     for a, s in self.act_slices.items()},
         )
 

@@ -1,0 +1,252 @@
+"""One learning update for many members at once: :func:`learn_together`.
+
+Members whose networks have the same shapes (and the same agents to train) form a group; a
+group's actors, critics and their targets are stacked across members (and across the agents of
+a member where shapes agree, :mod:`evohpo.algos.stacked`) and learn with batched products, one
+backward pass per loss kind and one optimizer call per learning rate. Each member keeps its own
+learning rates, tau, batch size (its first rows of a padded batch), random stream and
+policy-delay phase, so its update is the one :meth:`MATD3.learn <evohpo.algos.matd3.MATD3.learn>`
+makes on the same batch, up to float rounding: same losses, same noise draws in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from evohpo.algos import optim
+from evohpo.algos.buffer import Batch
+from evohpo.algos.explore import squash_t
+from evohpo.algos.stacked import Stack, shape_key, stack
+
+if TYPE_CHECKING:
+    from evohpo.algos.matd3 import MATD3
+
+Metrics = dict[str, float]
+
+
+def group_key(algo: MATD3) -> tuple[object, ...]:
+    """What members must share to learn in one group."""
+    return (type(algo), algo.sw, algo.learners, algo.device,
+            json.dumps(algo.arch(), sort_keys=True))
+
+
+def learn_together(algos: Sequence[MATD3], batch: Batch, rows: torch.Tensor) -> list[Metrics]:
+    """One gradient step for each of ``algos`` on its rows of ``batch``.
+
+    ``batch`` holds ``[M, B, ...]`` tensors, member ``j``'s transitions in its first rows;
+    ``rows`` (``[M, B]``) is 1 on them and 0 on the padding. Returns each member's losses, as
+    :meth:`~evohpo.algos.matd3.MATD3.learn` does.
+    """
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for j, algo in enumerate(algos):
+        groups.setdefault(group_key(algo), []).append(j)
+    out: list[Metrics] = [{} for _ in algos]
+    for members in groups.values():
+        sub = (batch, rows) if len(members) == len(algos) else _select(batch, rows, members)
+        for j, metrics in zip(members, _learn_group([algos[j] for j in members], *sub),
+                              strict=True):
+            out[j] = metrics
+    return out
+
+
+def _select(batch: Batch, rows: torch.Tensor, members: list[int]) -> tuple[Batch, torch.Tensor]:
+    idx = torch.tensor(members, device=rows.device)
+
+    def pick(d: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
+        return None if d is None else {a: t.index_select(0, idx) for a, t in d.items()}
+
+    fields = [pick(getattr(batch, f)) for f in Batch._fields]
+    return Batch(*fields), rows.index_select(0, idx)  # type: ignore[arg-type]
+
+
+def _draw(algos: Sequence[MATD3], sizes: list[int], dim: int, width: int,
+          fn: Callable[..., torch.Tensor], fill: float) -> torch.Tensor:
+    """``[M, width, dim]``: member j's ``fn((n_j, dim))`` from its own generator in its first
+    rows, ``fill`` after them."""
+    dev = algos[0].device
+    draws = [fn((n, dim), generator=a.gen, device=dev) for a, n in zip(algos, sizes, strict=True)]
+    if all(n == width for n in sizes):
+        return torch.stack(draws)
+    out = torch.full((len(algos), width, dim), fill, device=dev)
+    for j, (d, n) in enumerate(zip(draws, sizes, strict=True)):
+        out[j, :n] = d
+    return out
+
+
+def _classes(nets: dict[tuple[str, int], object]) -> list[list[tuple[str, int]]]:
+    """The networks' keys, grouped by shape (in first-seen order)."""
+    by: dict[object, list[tuple[str, int]]] = {}
+    for key, net in nets.items():
+        by.setdefault(shape_key(net), []).append(key)  # type: ignore[arg-type]
+    return list(by.values())
+
+
+def _forward(algos: Sequence[MATD3], get: Callable[[MATD3, str, int], object],
+             keys: list[tuple[str, int]], inputs: Callable[[str, int], torch.Tensor] | None,
+             shared: torch.Tensor | None, detach: bool) -> dict[tuple[str, int], torch.Tensor]:
+    """Run each member's networks ``keys`` (one shape) as one stack; per key ``[M, B, out]``.
+
+    Inputs: ``shared`` (``[M, B, in]``, read by them all), or per key from ``inputs``.
+    """
+    m, g = len(algos), len(keys)
+    st: Stack = stack([get(a, agent, k) for a in algos for agent, k in keys],  # type: ignore[misc]
+                      detach=detach)
+    if shared is not None:
+        y = st.shared(shared)
+    else:
+        assert inputs is not None
+        x = torch.stack([inputs(agent, k) for agent, k in keys], dim=1)  # [M, G, B, in]
+        y = st(x.reshape(m * g, *x.shape[2:]))
+    y = y.reshape(m, g, *y.shape[1:])
+    return {key: y[:, i] for i, key in enumerate(keys)}
+
+
+def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metrics]:
+    first = algos[0]
+    sw, spec, agents, learners = first.sw, first.spec, first.agents, first.learners
+    sizes = [int(n) for n in rows.sum(1).tolist()]
+    width = rows.shape[1]
+    masks = {a: b.alive[a] * rows for a in learners}
+    denoms = {a: masks[a].sum(1).clamp(min=1.0) for a in learners}
+    for algo in algos:
+        algo.updates += 1
+    delayed = [a.updates % sw.policy_delay == 0 for a in algos]
+
+    # ---- critics: y_i = r_i + gamma (1 - terminated_i) min_k Q'_ik(s', a')
+    with torch.no_grad():
+        nxt: dict[str, torch.Tensor] = {}
+        tgt_actors = {(a, 0): first.actor_targets[a] for a in learners}
+        for keys in _classes(tgt_actors):
+            outs = _forward(algos, lambda al, a, k: al.actor_targets[a], keys,
+                            lambda a, k: b.next_obs[a], None, detach=True)
+            nxt.update({a: outs[a, 0] for a, _ in keys})
+        noise = {a: _draw(algos, sizes, spec[a].act_dim, width, torch.randn, 0.0)
+                 for a in learners if sw.target_noise > 0}  # in agent order, as learn draws
+        next_act = [_target_action(first, a, nxt[a], noise.get(a)) if a in learners
+                    else _played(b, a, learners, agents) for a in agents]
+        target_in = torch.cat([*(b.next_obs[a] for a in agents), *next_act], dim=2)
+        crit_t = {(a, k): c for a in learners for k, c in enumerate(first.critic_targets[a])}
+        q_next: dict[tuple[str, int], torch.Tensor] = {}
+        for keys in _classes(crit_t):
+            q_next.update(_forward(algos, lambda al, a, k: al.critic_targets[a][k], keys, None,
+                                   target_in, detach=True))
+        y = {a: b.rewards[a] + sw.gamma * (1.0 - b.terminated[a]) * torch.stack(
+            [q_next[a, k].squeeze(2) for k in range(len(first.critics[a]))]).min(0).values
+            for a in learners}
+    obs_all = torch.cat([b.obs[a] for a in agents], dim=2)
+    act_all = [b.actions[a] for a in agents]
+    critic_in = torch.cat([obs_all, *act_all], dim=2)
+    crit = {(a, k): c for a in learners for k, c in enumerate(first.critics[a])}
+    sq: dict[str, torch.Tensor] = {a: torch.zeros((), device=first.device) for a in learners}
+    for keys in _classes(crit):
+        q = _forward(algos, lambda al, a, k: al.critics[a][k], keys, None, critic_in, False)
+        for a, k in keys:
+            sq[a] = sq[a] + (masks[a] * (q[a, k].squeeze(2) - y[a]).pow(2)).sum(1)
+    critic_losses = torch.stack([sq[a] / denoms[a] for a in learners], dim=1)  # [M, learners]
+    _step([al.critic_opts[a] for al in algos for a in learners], critic_losses, sw.max_grad_norm)
+    metrics: list[Metrics] = [
+        {f"critic_loss/{a}": v for a, v in zip(learners, vals, strict=True)}
+        for vals in critic_losses.detach().tolist()]
+
+    # ---- actors, of the members whose policy delay comes round (on the updated critics)
+    act = [j for j, d in enumerate(delayed) if d]
+    if act:
+        sub_algos = [algos[j] for j in act]
+        if len(act) < len(algos):
+            b, rows = _select(b, rows, act)
+            masks = {a: masks[a][act] for a in learners}
+            denoms = {a: denoms[a][act] for a in learners}
+            obs_all = obs_all[act]
+            act_all = [t[act] for t in act_all]
+        losses = _actor_losses(sub_algos, b, rows, masks, denoms, obs_all, act_all)
+        _step([al.actor_opts[a] for al in sub_algos for a in learners], losses, sw.max_grad_norm)
+        _polyak(sub_algos)
+        for j, vals in zip(act, losses.detach().tolist(), strict=True):
+            algos[j].actor_version += 1
+            metrics[j].update({f"actor_loss/{a}": v for a, v in zip(learners, vals, strict=True)})
+    return metrics
+
+
+def _actor_losses(algos: list[MATD3], b: Batch, rows: torch.Tensor,
+                  masks: dict[str, torch.Tensor], denoms: dict[str, torch.Tensor],
+                  obs_all: torch.Tensor, act_all: list[torch.Tensor]) -> torch.Tensor:
+    """``[M, learners]``: -Q_i1 of each learner's own differentiable action, the others' from
+    the batch, plus the penalty on raw outputs (:meth:`MATD3.actor_loss`)."""
+    first = algos[0]
+    sw, spec, agents, learners = first.sw, first.spec, first.agents, first.learners
+    sizes = [int(n) for n in rows.sum(1).tolist()]
+    raw: dict[str, torch.Tensor] = {}
+    for keys in _classes({(a, 0): first.actors[a] for a in learners}):
+        outs = _forward(algos, lambda al, a, k: al.actors[a], keys, lambda a, k: b.obs[a], None,
+                        detach=False)
+        raw.update({a: outs[a, 0] for a, _ in keys})
+    acts = {}
+    for a in learners:  # the Gumbel draws in learner order, as learn draws them
+        if spec[a].discrete:
+            u = _draw(algos, sizes, spec[a].act_dim, rows.shape[1], torch.rand, 0.5)
+            ys = F.softmax((raw[a] - torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7))))
+                           / sw.gumbel_temperature, dim=2)
+            hard = F.one_hot(ys.argmax(dim=2), spec[a].act_dim).to(ys.dtype)
+            acts[a] = hard - ys.detach() + ys
+        else:
+            acts[a] = squash_t(raw[a], spec[a].low, spec[a].high)
+    joints = {}
+    for a in learners:
+        i = agents.index(a)
+        joints[a] = torch.cat([obs_all, *act_all[:i], acts[a], *act_all[i + 1:]], dim=2)
+    q = {}
+    for keys in _classes({(a, 0): first.critics[a][0] for a in learners}):
+        q.update(_forward(algos, lambda al, a, k: al.critics[a][0], keys,
+                          lambda a, k: joints[a], None, detach=True))
+    return torch.stack([(-(masks[a] * q[a, 0].squeeze(2)).sum(1) + sw.action_reg * (
+        masks[a] * raw[a].pow(2).mean(2)).sum(1)) / denoms[a] for a in learners], dim=1)
+
+
+def _target_action(algo: MATD3, a: str, out: torch.Tensor,
+                   noise: torch.Tensor | None) -> torch.Tensor:
+    """:meth:`MATD3._policy_action` with smoothing, on ``[M, B, act]`` outputs."""
+    s, sw = algo.spec[a], algo.sw
+    if noise is not None:
+        noise = (noise * sw.target_noise).clamp(-sw.target_noise_clip, sw.target_noise_clip)
+    if s.discrete:
+        logits = out + noise if noise is not None else out
+        return F.one_hot(logits.argmax(dim=2), s.act_dim).float()
+    act = squash_t(out, s.low, s.high)
+    if noise is not None:
+        act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
+    return act
+
+
+def _played(b: Batch, a: str, learners: tuple[str, ...], agents: tuple[str, ...]) -> torch.Tensor:
+    if b.next_actions is None:
+        raise ValueError(f"learning agents {learners} of {agents} needs {a}'s "
+                         "next actions (a replay memory that keeps them)")
+    return b.next_actions[a]
+
+
+def _step(opts: list[torch.optim.Optimizer], losses: torch.Tensor,
+          max_norm: float | None) -> None:
+    """One backward pass of every member's losses into the optimizers' parameters; then each
+    optimizer's gradients clipped on their own and stepped (:func:`evohpo.algos.optim.step`)."""
+    params = [p for opt in opts for p in opt.param_groups[0]["params"]]
+    grads = torch.autograd.grad(losses.sum(), params, allow_unused=True)
+    optim.step(opts, grads, max_norm)
+
+
+def _polyak(algos: list[MATD3]) -> None:
+    """Every member's targets toward its networks, each with its own tau, in one call."""
+    online: list[torch.Tensor] = []
+    target: list[torch.Tensor] = []
+    taus: list[float] = []
+    for algo in algos:
+        on, tg = algo._target_pairs()
+        online += on
+        target += tg
+        taus += [algo.hp.tau] * len(on)
+    with torch.no_grad():
+        torch._foreach_lerp_(target, online, taus)
