@@ -39,6 +39,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = api.with_settings(cfg, args.backend, args.ray_address)
         result = api.train(cfg, run_dir=args.run_dir, overwrite=args.overwrite, quiet=args.quiet,
                            wandb=args.wandb, notes=notes)
+    from evohpo.logs.loggers import seconds
+
     s = result.summary
     if "teams" in s:
         best = "champions: " + ", ".join(f"{team} {c['fitness']:.2f} (member {c['champion']})"
@@ -53,7 +55,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                    f"{kept['fitness']:.2f}" if kept.get("fitness") is not None else
                    f"; best ever {s['best_ever']:.2f}"))
     print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps in "
-          f"{s['wall_s']:.0f}s; {best}; run in {result.run_dir}")
+          f"{seconds(s['wall_s'])}; {best}; run in {result.run_dir}")
     return 0
 
 

@@ -4,6 +4,7 @@ and summaries that agree with each other."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,28 @@ def test_a_resumed_runs_time_is_the_whole_runs(tmp_path: Path) -> None:
     resumed = evohpo.resume(tmp_path / "r", steps=96)
     last = read_jsonl(tmp_path / "r" / "metrics.jsonl")[-1]["time/elapsed_s"]
     assert resumed.summary["wall_s"] >= max(last, first.summary["wall_s"])
+
+
+def said_seconds(line: str, before: str) -> float:
+    """The seconds a console line gives after ``before``, with their tenth."""
+    found = re.search(rf"{before}(\d+\.\d)s\b", line)
+    assert found, line
+    return float(found[1])
+
+
+def test_a_short_runs_time_is_not_0s_and_a_resumed_one_is_the_whole_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    assert train(run, 32) == 0
+    first = said_seconds(capsys.readouterr().out.strip().splitlines()[-1], "env steps in ")
+    assert first > 0
+    assert main(["train", "--resume", str(run), "--steps", "64"]) == 0
+    *gens, done = capsys.readouterr().out.strip().splitlines()
+    total = said_seconds(done, "env steps in ")
+    logged = read_jsonl(run / "metrics.jsonl")[-1]["time/elapsed_s"]
+    last_line = said_seconds([g for g in gens if g.startswith("gen ")][-1], "steps/s  ")
+    assert last_line == round(logged, 1)  # the generation line is the metrics' clock
+    assert total >= max(last_line, first)  # both sessions, up to the last line and after
 
 
 def test_a_hand_edited_or_cut_short_config_does_not_resume(

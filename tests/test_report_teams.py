@@ -1,7 +1,7 @@
 """The report of a game of several teams: the Teams section on hand-made files with known
-answers (the cross-play matrix, the champions, the references table's generations), more than
-two teams, no such section on a cooperative run, and the whole path on a real tiny simple_tag
-run."""
+answers (the cross-play matrix, the champions, the references table's generations, every
+team's lines in the top fitness figure), more than two teams, no such section on a cooperative
+run, and the whole path on a real tiny simple_tag run."""
 
 from __future__ import annotations
 
@@ -125,6 +125,25 @@ def test_cross_play_matrix_puts_each_match_in_its_cell(tmp_path: Path) -> None:
         assert points > 0 and coloured_pixels(img) > 50
 
 
+def fitness_lines(run_dir: Path) -> list[dict[str, list[float]]]:
+    """The lines of the report's top fitness figure, by label, on each of its two axes."""
+    from evohpo.report.plots import fitness_figure
+
+    return [{str(ln.get_label()): [float(y) for y in ln.get_ydata()] for ln in ax.lines}
+            for ax in fitness_figure(load_run(run_dir)).axes]
+
+
+@pytest.mark.parametrize("teams", [TEAMS, ("a", "b", "c")])
+def test_the_top_fitness_figure_draws_every_teams_best_and_mean(
+        tmp_path: Path, teams: tuple[str, ...]) -> None:
+    run = write_team_run(tmp_path / "r", teams=teams)
+    rows = read_jsonl(run / "metrics.jsonl")
+    want = {f"{t} {k}": [r[f"team/{t}/{k}_fitness"] for r in rows]
+            for t in teams for k in ("mean", "best")}
+    for lines in fitness_lines(run):  # env steps and wall time
+        assert lines == want  # no first team's eval/* alone, no best ever (cross-play has none)
+
+
 def test_references_table_every_generation_or_twenty(tmp_path: Path) -> None:
     assert sample_rows(0) == [] and sample_rows(5) == [0, 1, 2, 3, 4]
     assert sample_rows(20) == list(range(20))
@@ -192,8 +211,11 @@ def test_report_of_a_real_tiny_team_run(tmp_path: Path, capsys: pytest.CaptureFi
     assert f"member {champs[1]} ★" in matrix[0] and any(
         r[0].startswith(f"member {champs[0]} ★") for r in matrix[1:])
     refs = table_after(sec, "Champions against fixed references")
-    assert len(refs) == 1 + len(read_jsonl(run / "metrics.jsonl"))
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert len(refs) == 1 + len(rows)
     assert refs[-1][2] == champs[0] and "(ref " in refs[-1][3]
+    assert fitness_lines(run)[0] == {f"{t} {k}": [r[f"team/{t}/{k}_fitness"] for r in rows]
+                                     for t in ("adversaries", "good") for k in ("mean", "best")}
     figs = figures(sec)
     assert len(figs) == 3  # fitness per team, ratings, references
     for points, img in figs:

@@ -138,6 +138,14 @@ def test_offline_run_holds_generations_lineage_config_and_best(tmp_path: Path) -
     assert tables["lineage"]["lineage/nrows"] == len(lineage)
     assert tables["members"]["members/nrows"] == sum(
         len({k.split("/")[1] for k in m if k.startswith("member/")}) for m in metrics)
+    # a member's row: the population's env steps (the charts' x-axis) beside the member's own
+    members = json.loads((w["dir"] / "files" / tables["members"]["members/path"]).read_text())
+    col = {c: i for i, c in enumerate(members["columns"])}
+    got = [(row[col["generation"]], row[col["member"]], row[col["env_steps"]],
+            row[col["member_env_steps"]]) for row in members["data"]]
+    assert got == [(m["generation"], i, m["env_steps"], m[f"member/{i}/env_steps"])
+                   for m in metrics for i in member_ids(m)]
+    assert any(pop != own for _, _, pop, own in got)  # two counts, not one under two names
     want = [(r["generation"], r["member_id"], r["kind"]) for r in lineage]
     table = json.loads((w["dir"] / "files" / tables["lineage"]["lineage/path"]).read_text())
     assert [(row[0], row[1], row[3]) for row in table["data"]] == want
@@ -169,6 +177,11 @@ def test_resume_continues_the_same_wandb_run(tmp_path: Path) -> None:
     assert main(["train", "--resume", str(run), "--steps", "96", "--quiet"]) == 0
     assert (run / "wandb" / "evohpo-run-id").read_text() == first
     assert len(list(run.glob("wandb/offline-run-*"))) == 2
+
+
+def member_ids(m: dict[str, Any]) -> list[str]:
+    """The ids of a metrics row's members, in the order logged."""
+    return list(dict.fromkeys(k.split("/")[1] for k in m if k.startswith("member/")))
 
 
 def by_gen_records(lineage: list[dict], g: int) -> list[dict]:

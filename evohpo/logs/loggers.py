@@ -152,6 +152,12 @@ class JsonlLogger(Logger):
             self.league_f.close()
 
 
+def seconds(s: float) -> str:
+    """Wall seconds as the console prints them: a tenth under a minute, so a short run is not
+    "0s"."""
+    return f"{s:.1f}s" if s < 59.95 else f"{s:.0f}s"
+
+
 def summary_line(m: dict[str, Any]) -> str:
     def f(x: Any) -> str:
         return "nan" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.2f}"
@@ -164,7 +170,7 @@ def summary_line(m: dict[str, Any]) -> str:
                f"best {f(m['eval/best_fitness'])}  mean {f(m['eval/mean_fitness'])}  "
                f"best member {m['eval/best_member']}")
     return (f"gen {m['generation']:>4}  steps {m['env_steps']:>10,}  {fitness}  "
-            f"{m['train/env_steps_per_s']:,.0f} steps/s  {m['time/elapsed_s']:.0f}s")
+            f"{m['train/env_steps_per_s']:,.0f} steps/s  {seconds(m['time/elapsed_s'])}")
 
 
 class ConsoleLogger(Logger):

@@ -10,7 +10,8 @@ them made by a mutation of that kind, ``elite`` or ``initial``). The lineage gro
 runs (``lineage_live``, an incremental table): each record appears one generation after it was
 made, with what followed it (the child's fitness change, whether the next selection kept it).
 When the run ends: the whole lineage (``lineage``) and every member of every generation
-(``members``) as tables, and checkpoints/best.pt as a model artifact.
+(``members``: the population's ``env_steps`` beside the member's own ``member_env_steps``) as
+tables, and checkpoints/best.pt as a model artifact.
 
 Members are keyed by id, never by slot: a slot holds a different member after every selection.
 The resolved config is the W&B run config. In offline mode everything goes to ``<run dir>/wandb``.
@@ -166,8 +167,10 @@ class WandbLogger(Logger):
             self.made_by.setdefault(mid, "initial")
             if is_number(fields.get("fitness")):
                 self.fitness[(gen, mid)] = float(fields["fitness"])
+            # env_steps: the population's, as on every chart; member_env_steps: its lineage's own
+            own = {("member_env_steps" if k == "env_steps" else k): v for k, v in fields.items()}
             row = {"generation": gen, "env_steps": step, "member": mid,
-                   "made_by": self.made_by[mid], **fields}
+                   "made_by": self.made_by[mid], **own}
             for k in row:
                 if k not in self.row_keys:
                     self.row_keys.append(k)

@@ -96,21 +96,34 @@ def maybe_log(ax: Axes, values: Sequence[float]) -> None:
 
 def fitness(run: Run) -> Plot:
     """Fitness against env steps and against wall time: each member, the mean, the best."""
+    each = ("each team's mean (dashed) and best (solid), in the team's colour"
+            if run.team_names() else "the population mean and best")
+    return render(fitness_figure(run), "Fitness of every member at every evaluation (dots, "
+                  f"coloured by founding lineage), {each}, against env steps (left) and wall "
+                  "time (right).")
+
+
+def fitness_figure(run: Run) -> Figure:
     fig, (a, b) = grid(2, 2, 6.0, 3.6)
     colors = founder_colors(run)
     gens = run.metrics
+    # a game of several teams logs eval/* for its first team alone: each team's own lines
+    teams = run.team_names()
+    lines = [(f"team/{t}/", f"C{i % 10}", f"C{i % 10}", f"{t} ") for i, t in enumerate(teams)]
     for ax, xkey, scale, label in ((a, "env_steps", 1.0, "env steps"),
                                    (b, "time/elapsed_s", 60.0, "wall time (min)")):
         x = [num(m.get(xkey)) / scale for m in gens]
         xm = [(m.env_steps if xkey == "env_steps" else m.elapsed_s) / scale for m in run.members]
         ax.scatter(xm, [m.fitness for m in run.members], s=14, alpha=0.55,
                    c=[colors[m.founder] for m in run.members], label="members (colour: founder)")
-        ax.plot(x, [num(m.get("eval/mean_fitness")) for m in gens], "--", color="#1f77b4", lw=1.5,
-                label="mean")
-        ax.plot(x, [num(m.get("eval/best_fitness")) for m in gens], "-", color="k", lw=2,
-                label="best")
-        ax.plot(x, [num(m.get("eval/best_ever")) for m in gens], ":", color="#d62728", lw=1.5,
-                label="best ever")
+        for pre, mean_color, best_color, name in lines or [("eval/", "#1f77b4", "k", "")]:
+            ax.plot(x, [num(m.get(pre + "mean_fitness")) for m in gens], "--", color=mean_color,
+                    lw=1.5, label=name + "mean")
+            ax.plot(x, [num(m.get(pre + "best_fitness")) for m in gens], "-", color=best_color,
+                    lw=2, label=name + "best")
+        if not teams:  # cross-play fitness has no best ever: it compares within a generation
+            ax.plot(x, [num(m.get("eval/best_ever")) for m in gens], ":", color="#d62728",
+                    lw=1.5, label="best ever")
         if xkey == "env_steps":
             steps_axis(ax, label)
         else:
@@ -118,9 +131,7 @@ def fitness(run: Run) -> Plot:
             ax.grid(alpha=0.3)
         ax.set_ylabel("fitness")
     a.legend(fontsize=8, loc="lower right")
-    return render(fig, "Fitness of every member at every evaluation (dots, coloured by founding "
-                       "lineage), the population mean and best, against env steps (left) and wall "
-                       "time (right).")
+    return fig
 
 
 def segments(run: Run, key: str,
