@@ -46,6 +46,13 @@ def lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def rel(x: object, y: object) -> float:
+    """|x - y| / |x| for two numbers; inf for anything else that differs."""
+    if isinstance(x, float | int) and isinstance(y, float | int):
+        return abs(x - y) / max(abs(x), 1e-12)
+    return float("inf")
+
+
 def compare(a: Path, b: Path) -> int:
     bad = 0
     for preset in PRESETS:
@@ -60,8 +67,10 @@ def compare(a: Path, b: Path) -> int:
             diffs = [(i, k) for i, (x, y) in enumerate(zip(la, lb, strict=True))
                      for k in sorted(set(x) | set(y))
                      if not timing(k) and x.get(k) != y.get(k)]
+            gen0 = [rel(la[0].get(k), lb[0].get(k)) for i, k in diffs if i == 0]
             print(f"{preset}/{name}: {len(la)} lines, "
-                  + ("same" if not diffs else f"{len(diffs)} differences, first {diffs[:5]}"))
+                  + ("same" if not diffs else f"{len(diffs)} differences, first {diffs[:5]}")
+                  + (f"; largest relative difference on line 1: {max(gen0):.1e}" if gen0 else ""))
             bad += bool(diffs)
     return 1 if bad else 0
 

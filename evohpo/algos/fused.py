@@ -13,29 +13,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from evohpo.algos import optim
+from evohpo.algos.base import Algorithm
 from evohpo.algos.buffer import Batch
 from evohpo.algos.explore import squash_t
+from evohpo.algos.matd3 import MATD3
+from evohpo.algos.networks import MLP
 from evohpo.algos.stacked import Stack, shape_key, stack
-
-if TYPE_CHECKING:
-    from evohpo.algos.matd3 import MATD3
 
 Metrics = dict[str, float]
 
 
-def group_key(algo: MATD3) -> tuple[object, ...]:
+def group_key(algo: Algorithm) -> tuple[object, ...]:
     """What members must share to learn in one group."""
-    return (type(algo), algo.sw, algo.learners, algo.device,
+    return (type(algo), getattr(algo, "sw", None), algo.learners, algo.device,
             json.dumps(algo.arch(), sort_keys=True))
 
 
-def learn_together(algos: Sequence[MATD3], batch: Batch, rows: torch.Tensor) -> list[Metrics]:
+def learn_together(algos: Sequence[Algorithm], batch: Batch, rows: torch.Tensor) -> list[Metrics]:
     """One gradient step for each of ``algos`` on its rows of ``batch``.
 
     ``batch`` holds ``[M, B, ...]`` tensors, member ``j``'s transitions in its first rows;
@@ -47,8 +47,16 @@ def learn_together(algos: Sequence[MATD3], batch: Batch, rows: torch.Tensor) -> 
         groups.setdefault(group_key(algo), []).append(j)
     out: list[Metrics] = [{} for _ in algos]
     for members in groups.values():
+        if not isinstance(algos[members[0]], MATD3):  # another learner: each on its own rows
+            for j in members:
+                n = int(rows[j].sum())
+                one = Batch(*[None if d is None else {a: t[j, :n] for a, t in d.items()}
+                              for d in batch])  # type: ignore[arg-type]
+                out[j] = algos[j].learn(one)
+            continue
         sub = (batch, rows) if len(members) == len(algos) else _select(batch, rows, members)
-        for j, metrics in zip(members, _learn_group([algos[j] for j in members], *sub),
+        group = [algos[j] for j in members]
+        for j, metrics in zip(members, _learn_group(group, *sub),  # type: ignore[arg-type]
                               strict=True):
             out[j] = metrics
     return out
@@ -78,32 +86,92 @@ def _draw(algos: Sequence[MATD3], sizes: list[int], dim: int, width: int,
     return out
 
 
-def _classes(nets: dict[tuple[str, int], object]) -> list[list[tuple[str, int]]]:
-    """The networks' keys, grouped by shape (in first-seen order)."""
-    by: dict[object, list[tuple[str, int]]] = {}
+Net = tuple[str, int]  # (agent, critic index; 0 for an actor)
+
+
+class Stacked:
+    """Networks ``keys`` (one shape) of every member as one stack, member-major."""
+
+    def __init__(self, algos: Sequence[MATD3], get: Callable[[MATD3, str, int], MLP],
+                 keys: list[Net], leaf: bool):
+        self.m, self.keys = len(algos), keys
+        self.stack: Stack = stack([get(a, agent, k) for a in algos for agent, k in keys], leaf)
+
+    def run(self, shared: torch.Tensor | None = None,
+            inputs: Callable[[str, int], torch.Tensor] | None = None) -> dict[Net, torch.Tensor]:
+        """Per key ``[M, B, out]``; inputs ``shared`` (``[M, B, in]``, read by all of them), or
+        per key from ``inputs``."""
+        m, g = self.m, len(self.keys)
+        if shared is not None:
+            y = self.stack.shared(shared)
+        else:
+            assert inputs is not None
+            x = torch.stack([inputs(agent, k) for agent, k in self.keys], dim=1)  # [M, G, B, in]
+            y = self.stack(x.reshape(m * g, *x.shape[2:]))
+        y = y.contiguous().reshape(m, g, *y.shape[1:])
+        return {key: y[:, i] for i, key in enumerate(self.keys)}
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [*self.stack.weights, *self.stack.biases]
+
+
+def _stacks(algos: Sequence[MATD3], nets: dict[Net, MLP],
+            get: Callable[[MATD3, str, int], MLP], leaf: bool) -> list[Stacked]:
+    """One :class:`Stacked` per shape among ``nets`` (the first member's, by key)."""
+    by: dict[object, list[Net]] = {}
     for key, net in nets.items():
-        by.setdefault(shape_key(net), []).append(key)  # type: ignore[arg-type]
-    return list(by.values())
+        by.setdefault(shape_key(net), []).append(key)
+    return [Stacked(algos, get, keys, leaf) for keys in by.values()]
 
 
-def _forward(algos: Sequence[MATD3], get: Callable[[MATD3, str, int], object],
-             keys: list[tuple[str, int]], inputs: Callable[[str, int], torch.Tensor] | None,
-             shared: torch.Tensor | None, detach: bool) -> dict[tuple[str, int], torch.Tensor]:
-    """Run each member's networks ``keys`` (one shape) as one stack; per key ``[M, B, out]``.
+def _run_all(stacks: list[Stacked], **inputs: Any) -> dict[Net, torch.Tensor]:
+    out: dict[Net, torch.Tensor] = {}
+    for st in stacks:
+        out.update(st.run(**inputs))
+    return out
 
-    Inputs: ``shared`` (``[M, B, in]``, read by them all), or per key from ``inputs``.
-    """
-    m, g = len(algos), len(keys)
-    st: Stack = stack([get(a, agent, k) for a in algos for agent, k in keys],  # type: ignore[misc]
-                      detach=detach)
-    if shared is not None:
-        y = st.shared(shared)
-    else:
-        assert inputs is not None
-        x = torch.stack([inputs(agent, k) for agent, k in keys], dim=1)  # [M, G, B, in]
-        y = st(x.reshape(m * g, *x.shape[2:]))
-    y = y.reshape(m, g, *y.shape[1:])
-    return {key: y[:, i] for i, key in enumerate(keys)}
+
+def _step(opts: list[list[torch.optim.Optimizer]], learners: tuple[str, ...],
+          stacks: list[Stacked], losses: torch.Tensor, max_norm: float | None) -> None:
+    """One backward pass of every member's losses into the stacks; each optimizer's gradients
+    (``opts[j][i]``: member j's for learner i, over its networks of that agent) clipped to
+    ``max_norm`` on their own, then every optimizer stepped (:func:`evohpo.algos.optim.step`)."""
+    leaves = [t for st in stacks for t in st.tensors()]
+    grads = torch.autograd.grad(losses.sum(), leaves)
+    n_l = len(learners)
+    per: list[tuple[Stacked, list[torch.Tensor], torch.Tensor]] = []
+    at = 0
+    for st in stacks:
+        gs, at = list(grads[at:at + len(st.tensors())]), at + len(st.tensors())
+        owner = torch.tensor([j * n_l + learners.index(a) for j in range(st.m) for a, _ in st.keys])
+        per.append((st, gs, owner))
+    if max_norm is not None:
+        sq = torch.zeros(len(opts) * n_l, device=losses.device)
+        for _, gs, owner in per:
+            net_sq = sum(g.pow(2).flatten(1).sum(1) for g in gs)
+            sq.index_add_(0, owner.to(sq.device), net_sq)  # type: ignore[arg-type]
+        coef = torch.clamp(max_norm / (sq.sqrt() + 1e-6), max=1.0)
+        for _, gs, owner in per:
+            c = coef[owner.to(coef.device)]
+            for g in gs:
+                g.mul_(c.view(-1, *([1] * (g.dim() - 1))))
+    # each network's gradients, by member and key, in its parameters' order
+    by_net: dict[tuple[int, Net], list[torch.Tensor]] = {}
+    for st, gs, _ in per:
+        n_layers, g_count = len(st.stack.weights), len(st.keys)
+        for j in range(st.m):
+            for i, key in enumerate(st.keys):
+                pos = j * g_count + i
+                by_net[j, key] = [t for layer in range(n_layers) for t in (
+                    gs[layer][pos], gs[n_layers + layer][pos].view(-1))]
+    flat = []
+    for j in range(len(opts)):
+        for a in learners:
+            k = 0
+            while (j, (a, k)) in by_net:
+                flat += by_net[j, (a, k)]
+                k += 1
+    optim.step([o for row in opts for o in row], flat, None)
 
 
 def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metrics]:
@@ -119,22 +187,18 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
 
     # ---- critics: y_i = r_i + gamma (1 - terminated_i) min_k Q'_ik(s', a')
     with torch.no_grad():
-        nxt: dict[str, torch.Tensor] = {}
-        tgt_actors = {(a, 0): first.actor_targets[a] for a in learners}
-        for keys in _classes(tgt_actors):
-            outs = _forward(algos, lambda al, a, k: al.actor_targets[a], keys,
-                            lambda a, k: b.next_obs[a], None, detach=True)
-            nxt.update({a: outs[a, 0] for a, _ in keys})
+        tgt_actors = _stacks(algos, {(a, 0): first.actor_targets[a] for a in learners},
+                             lambda al, a, k: al.actor_targets[a], leaf=False)
+        nxt = {a: out for (a, _), out in
+               _run_all(tgt_actors, inputs=lambda a, k: b.next_obs[a]).items()}
         noise = {a: _draw(algos, sizes, spec[a].act_dim, width, torch.randn, 0.0)
                  for a in learners if sw.target_noise > 0}  # in agent order, as learn draws
         next_act = [_target_action(first, a, nxt[a], noise.get(a)) if a in learners
                     else _played(b, a, learners, agents) for a in agents]
         target_in = torch.cat([*(b.next_obs[a] for a in agents), *next_act], dim=2)
         crit_t = {(a, k): c for a in learners for k, c in enumerate(first.critic_targets[a])}
-        q_next: dict[tuple[str, int], torch.Tensor] = {}
-        for keys in _classes(crit_t):
-            q_next.update(_forward(algos, lambda al, a, k: al.critic_targets[a][k], keys, None,
-                                   target_in, detach=True))
+        q_next = _run_all(_stacks(algos, crit_t, lambda al, a, k: al.critic_targets[a][k],
+                                  leaf=False), shared=target_in)
         y = {a: b.rewards[a] + sw.gamma * (1.0 - b.terminated[a]) * torch.stack(
             [q_next[a, k].squeeze(2) for k in range(len(first.critics[a]))]).min(0).values
             for a in learners}
@@ -142,13 +206,13 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
     act_all = [b.actions[a] for a in agents]
     critic_in = torch.cat([obs_all, *act_all], dim=2)
     crit = {(a, k): c for a in learners for k, c in enumerate(first.critics[a])}
-    sq: dict[str, torch.Tensor] = {a: torch.zeros((), device=first.device) for a in learners}
-    for keys in _classes(crit):
-        q = _forward(algos, lambda al, a, k: al.critics[a][k], keys, None, critic_in, False)
-        for a, k in keys:
-            sq[a] = sq[a] + (masks[a] * (q[a, k].squeeze(2) - y[a]).pow(2)).sum(1)
-    critic_losses = torch.stack([sq[a] / denoms[a] for a in learners], dim=1)  # [M, learners]
-    _step([al.critic_opts[a] for al in algos for a in learners], critic_losses, sw.max_grad_norm)
+    critics = _stacks(algos, crit, lambda al, a, k: al.critics[a][k], leaf=True)
+    q = _run_all(critics, shared=critic_in)
+    critic_losses = torch.stack([sum((masks[a] * (q[a, k].squeeze(2) - y[a]).pow(2)).sum(1)
+                                     for k in range(len(first.critics[a]))) / denoms[a]
+                                 for a in learners], dim=1)  # [M, learners]
+    _step([[al.critic_opts[a] for a in learners] for al in algos], learners, critics,
+          critic_losses, sw.max_grad_norm)
     metrics: list[Metrics] = [
         {f"critic_loss/{a}": v for a, v in zip(learners, vals, strict=True)}
         for vals in critic_losses.detach().tolist()]
@@ -163,8 +227,9 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
             denoms = {a: denoms[a][act] for a in learners}
             obs_all = obs_all[act]
             act_all = [t[act] for t in act_all]
-        losses = _actor_losses(sub_algos, b, rows, masks, denoms, obs_all, act_all)
-        _step([al.actor_opts[a] for al in sub_algos for a in learners], losses, sw.max_grad_norm)
+        actors, losses = _actor_losses(sub_algos, b, rows, masks, denoms, obs_all, act_all)
+        _step([[al.actor_opts[a] for a in learners] for al in sub_algos], learners, actors,
+              losses, sw.max_grad_norm)
         _polyak(sub_algos)
         for j, vals in zip(act, losses.detach().tolist(), strict=True):
             algos[j].actor_version += 1
@@ -174,17 +239,17 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
 
 def _actor_losses(algos: list[MATD3], b: Batch, rows: torch.Tensor,
                   masks: dict[str, torch.Tensor], denoms: dict[str, torch.Tensor],
-                  obs_all: torch.Tensor, act_all: list[torch.Tensor]) -> torch.Tensor:
-    """``[M, learners]``: -Q_i1 of each learner's own differentiable action, the others' from
-    the batch, plus the penalty on raw outputs (:meth:`MATD3.actor_loss`)."""
+                  obs_all: torch.Tensor,
+                  act_all: list[torch.Tensor]) -> tuple[list[Stacked], torch.Tensor]:
+    """The actors' stacks, and ``[M, learners]``: -Q_i1 of each learner's own differentiable
+    action, the others' from the batch, plus the penalty on raw outputs
+    (:meth:`MATD3.actor_loss`)."""
     first = algos[0]
     sw, spec, agents, learners = first.sw, first.spec, first.agents, first.learners
     sizes = [int(n) for n in rows.sum(1).tolist()]
-    raw: dict[str, torch.Tensor] = {}
-    for keys in _classes({(a, 0): first.actors[a] for a in learners}):
-        outs = _forward(algos, lambda al, a, k: al.actors[a], keys, lambda a, k: b.obs[a], None,
-                        detach=False)
-        raw.update({a: outs[a, 0] for a, _ in keys})
+    actors = _stacks(algos, {(a, 0): first.actors[a] for a in learners},
+                     lambda al, a, k: al.actors[a], leaf=True)
+    raw = {a: out for (a, _), out in _run_all(actors, inputs=lambda a, k: b.obs[a]).items()}
     acts = {}
     for a in learners:  # the Gumbel draws in learner order, as learn draws them
         if spec[a].discrete:
@@ -199,11 +264,10 @@ def _actor_losses(algos: list[MATD3], b: Batch, rows: torch.Tensor,
     for a in learners:
         i = agents.index(a)
         joints[a] = torch.cat([obs_all, *act_all[:i], acts[a], *act_all[i + 1:]], dim=2)
-    q = {}
-    for keys in _classes({(a, 0): first.critics[a][0] for a in learners}):
-        q.update(_forward(algos, lambda al, a, k: al.critics[a][0], keys,
-                          lambda a, k: joints[a], None, detach=True))
-    return torch.stack([(-(masks[a] * q[a, 0].squeeze(2)).sum(1) + sw.action_reg * (
+    q = _run_all(_stacks(algos, {(a, 0): first.critics[a][0] for a in learners},
+                         lambda al, a, k: al.critics[a][0], leaf=False),
+                 inputs=lambda a, k: joints[a])
+    return actors, torch.stack([(-(masks[a] * q[a, 0].squeeze(2)).sum(1) + sw.action_reg * (
         masks[a] * raw[a].pow(2).mean(2)).sum(1)) / denoms[a] for a in learners], dim=1)
 
 
@@ -227,15 +291,6 @@ def _played(b: Batch, a: str, learners: tuple[str, ...], agents: tuple[str, ...]
         raise ValueError(f"learning agents {learners} of {agents} needs {a}'s "
                          "next actions (a replay memory that keeps them)")
     return b.next_actions[a]
-
-
-def _step(opts: list[torch.optim.Optimizer], losses: torch.Tensor,
-          max_norm: float | None) -> None:
-    """One backward pass of every member's losses into the optimizers' parameters; then each
-    optimizer's gradients clipped on their own and stepped (:func:`evohpo.algos.optim.step`)."""
-    params = [p for opt in opts for p in opt.param_groups[0]["params"]]
-    grads = torch.autograd.grad(losses.sum(), params, allow_unused=True)
-    optim.step(opts, grads, max_norm)
 
 
 def _polyak(algos: list[MATD3]) -> None:

@@ -2,9 +2,10 @@
 matrix products.
 
 :func:`stack` copies the networks' parameters into ``[K, out, in]`` tensors with
-``torch.stack``, which autograd sees through: a loss computed from the stack hands each network's
-own parameters their gradients. Networks that read the same input (a member's critics) take their
-first layer as one product (:meth:`Stack.shared`), not one per network.
+``torch.stack``; a loss computed from a stack of leaves gives gradients in the same ``[K, ...]``
+layout, which :mod:`evohpo.algos.fused` clips and hands to each network's optimizer. Networks
+that read the same input (a member's critics) take their first layer as one product
+(:meth:`Stack.shared`), not one per network.
 """
 
 from __future__ import annotations
@@ -58,18 +59,18 @@ class Stack:
         return h
 
 
-def stack(nets: Sequence[MLP], detach: bool = False) -> Stack:
-    """The networks (all of one shape and activation) as one :class:`Stack`; ``detach``: no
-    gradients flow back to them."""
+def stack(nets: Sequence[MLP], leaf: bool = False) -> Stack:
+    """The networks (all of one shape and activation) as one :class:`Stack` of copies of their
+    weights; ``leaf``: the copies take gradients (the networks' own parameters do not)."""
     layers = [[cast(nn.Linear, layer) for layer in n.layers] for n in nets]
     weights, biases = [], []
-    for i in range(len(layers[0])):
-        w = [ls[i].weight for ls in layers]
-        b = [ls[i].bias for ls in layers]
-        if detach:
-            w, b = [t.detach() for t in w], [t.detach() for t in b]
-        weights.append(torch.stack(w))
-        biases.append(torch.stack(b).unsqueeze(2))
+    with torch.no_grad():
+        for i in range(len(layers[0])):
+            weights.append(torch.stack([ls[i].weight for ls in layers]))
+            biases.append(torch.stack([ls[i].bias for ls in layers]).unsqueeze(2))
+    if leaf:
+        for t in (*weights, *biases):
+            t.requires_grad_(True)
     return Stack(weights, biases, nets[0].activation)
 
 

@@ -26,6 +26,7 @@ from evohpo.algos.acting import PopulationActor
 from evohpo.algos.base import Actions
 from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.algos.explore import Part, explore
+from evohpo.algos.fused import learn_together
 from evohpo.config import Config
 from evohpo.devices import auto_choice, gpu_pays
 from evohpo.envs import VectorPool, make_pool
@@ -230,27 +231,35 @@ class LocalRuntime(Runtime):
 
     def learn(self) -> None:
         """Every member learns once per ``learn_step`` of its own env steps, from the shared
-        memory."""
+        memory; the members due to learn take their gradient steps together
+        (:func:`~evohpo.algos.fused.learn_together`), each on its own batch."""
         ready = self.env_steps >= self.cfg.evolution.learning_delay
+        owed = [0] * len(self.members)
         for j, m in enumerate(self.members):
             while m.learn_acc >= m.hp.learn_step:
                 m.learn_acc -= m.hp.learn_step
                 if not ready or len(self.buffer) < m.hp.batch_size:
                     continue
-                n = updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
-                                      self.cfg.algo.gradient_steps, m.hp.min_updates_per_step)
-                for _ in range(n):
-                    if m.diverged:
-                        break
-                    metrics = m.algo.learn(self.buffer.sample(m.hp.batch_size, m.rng))
-                    bad = [k for k, v in metrics.items() if not np.isfinite(v)]
-                    if bad:
-                        self.mark_diverged(m, f"non-finite {', '.join(bad)}")
-                    stats = self.loss_stats[j]
-                    for key, v in metrics.items():
-                        name = key.split("/")[0]
-                        stats[name] = stats.get(name, 0.0) + v
-                    stats["n"] = stats.get("n", 0.0) + 1
+                owed[j] += updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
+                                             self.cfg.algo.gradient_steps,
+                                             m.hp.min_updates_per_step)
+        for r in range(max(owed, default=0)):
+            who = [j for j, n in enumerate(owed) if n > r and not self.members[j].diverged]
+            if not who:
+                break
+            ms = [self.members[j] for j in who]
+            batch, rows = self.buffer.sample_each([m.hp.batch_size for m in ms],
+                                                  [m.rng for m in ms])
+            for j, m, metrics in zip(who, ms, learn_together([m.algo for m in ms], batch, rows),
+                                     strict=True):
+                bad = [k for k, v in metrics.items() if not np.isfinite(v)]
+                if bad:
+                    self.mark_diverged(m, f"non-finite {', '.join(bad)}")
+                stats = self.loss_stats[j]
+                for key, v in metrics.items():
+                    name = key.split("/")[0]
+                    stats[name] = stats.get(name, 0.0) + v
+                stats["n"] = stats.get("n", 0.0) + 1
 
     def track_episodes(self, res: StepResult) -> None:
         self.ep_return += sum(res.rewards[a] for a in self.fitness_agents)
