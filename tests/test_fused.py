@@ -149,3 +149,24 @@ def fill_next(buf: ReplayBuffer, spec: EnvSpec, n: int, rng: np.random.Generator
             {a: rng.random(n) < 0.2 for a in spec.agents},
             alive={a: (rng.random(n) < 0.9).astype(np.float32) for a in spec.agents},
             next_actions=acts())
+
+
+def test_another_learner_learns_through_its_own_learn_on_its_own_rows() -> None:
+    spec = spec_of(False)
+    buf = ReplayBuffer(spec, 200)
+    fill(buf, spec, 200, np.random.default_rng(3))
+    seen: list[int] = []
+
+    class Mine(MATD3):
+        def learn(self, batch):  # type: ignore[no-untyped-def]
+            seen.append(batch.rewards["a"].shape[0])
+            return {"loss": 1.0}
+
+    ms = members(spec, "matd3", 2)
+    own = Mine(spec, dataclasses.replace(HP, batch_size=20), Switches(**ALGOS["matd3"]),
+               [16, 16], "relu", seed=1)
+    batch, rows = buf.sample_each([32, 20, 28], [np.random.default_rng(j) for j in range(3)])
+    out = learn_together([ms[0], own, ms[1]], batch, rows)
+    assert seen == [20] and out[1] == {"loss": 1.0}
+    assert "critic_loss/a" in out[0] and "critic_loss/a" in out[2]
+    assert [m.updates for m in ms] == [1, 1]

@@ -47,7 +47,7 @@ def learn_together(algos: Sequence[Algorithm], batch: Batch, rows: torch.Tensor)
         groups.setdefault(group_key(algo), []).append(j)
     out: list[Metrics] = [{} for _ in algos]
     for members in groups.values():
-        if not isinstance(algos[members[0]], MATD3):  # another learner: each on its own rows
+        if type(algos[members[0]]) is not MATD3:  # another learner: each on its own rows
             for j in members:
                 n = int(rows[j].sum())
                 one = Batch(*[None if d is None else {a: t[j, :n] for a, t in d.items()}
