@@ -257,6 +257,11 @@ def learner_sections() -> str:
                            d["before"]["return_100"], d["after"]["return_100"]]
                           for (p, s), rs in runs.items()
                           for d in [{r["code"]: r for r in rs}]]))
+        diffs = [d["after"]["return_100"] - d["before"]["return_100"] for rs in runs.values()
+                 for d in [{r["code"]: r for r in rs}] if len(d) == 2]
+        if len(diffs) > 1:
+            out.append(f"Return after minus before, paired by seed ({len(diffs)} seeds): "
+                       f"{interval(diffs)}.\n")
     return "\n".join(out)
 
 
