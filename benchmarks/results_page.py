@@ -244,6 +244,11 @@ def learner_sections() -> str:
                   "speed-up"],
                  [[r["env"], r["hidden"][0], r["threads"], r["members"], r["one_by_one_ms"],
                    r["fused_ms"], f"{r['speedup']:.2f}x"] for r in lp["rows"]])]
+    th = data("torch_threads.json")
+    out.append(f"### Torch threads\n\n`{th['command']}` ({th['machine']}, {th['date']}; "
+               f"{th['note']})\n")
+    out.append(table(["torch_threads", "wall (s)"],
+                     [[r["torch_threads"], r["wall_s"]] for r in th["rows"]]))
     path = DATA / "end_to_end.json"
     if path.exists():
         e = data("end_to_end.json")
