@@ -244,6 +244,14 @@ def learner_sections() -> str:
                   "speed-up"],
                  [[r["env"], r["hidden"][0], r["threads"], r["members"], r["one_by_one_ms"],
                    r["fused_ms"], f"{r['speedup']:.2f}x"] for r in lp["rows"]])]
+    pc = data("population_cost.json")
+    out.append(f"### Larger populations\n\n`{pc['command']}` ({pc['machine']}, {pc['date']}; "
+               f"before: commit {pc['before_commit']}; {pc['note']})\n")
+    out.append(table(["members", "before (s)", "after (s)", "after / before",
+                      "after, s per 100k env steps"],
+                     [[r["members"], r["before_s"], r["after_s"],
+                       f"{r['after_s'] / r['before_s']:.2f}", f"{r['after_s'] / 2:.1f}"]
+                      for r in pc["rows"]]))
     th = data("torch_threads.json")
     out.append(f"### Torch threads\n\n`{th['command']}` ({th['machine']}, {th['date']}; "
                f"{th['note']})\n")
