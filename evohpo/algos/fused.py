@@ -11,7 +11,6 @@ makes on the same batch, up to float rounding: same losses, same noise draws in 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,8 +30,9 @@ Metrics = dict[str, float]
 
 def group_key(algo: Algorithm) -> tuple[object, ...]:
     """What members must share to learn in one group."""
-    return (type(algo), getattr(algo, "sw", None), algo.learners, algo.device,
-            json.dumps(algo.arch(), sort_keys=True))
+    shapes = tuple((a, tuple(d["actor"]), tuple(d["critic"]), d["activation"])
+                   for a, d in algo.arch().items())
+    return type(algo), getattr(algo, "sw", None), algo.learners, algo.device, shapes
 
 
 def learn_together(algos: Sequence[Algorithm], batch: Batch, rows: torch.Tensor) -> list[Metrics]:
