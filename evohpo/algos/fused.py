@@ -15,13 +15,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from evohpo.algos import optim
 from evohpo.algos.base import Algorithm
 from evohpo.algos.buffer import Batch
-from evohpo.algos.explore import squash_t
-from evohpo.algos.matd3 import MATD3
+from evohpo.algos.matd3 import MATD3, target_action, train_action
 from evohpo.algos.networks import MLP
 from evohpo.algos.stacked import Stack, shape_key, stack
 
@@ -115,13 +113,13 @@ class Stacked:
         return [*self.stack.weights, *self.stack.biases]
 
 
-def _stacks(algos: Sequence[MATD3], nets: dict[Net, MLP],
-            get: Callable[[MATD3, str, int], MLP], leaf: bool) -> list[Stacked]:
-    """One :class:`Stacked` per shape among ``nets`` (the first member's, by key)."""
+def _stacks(algos: Sequence[MATD3], keys: list[Net], get: Callable[[MATD3, str, int], MLP],
+            leaf: bool) -> list[Stacked]:
+    """One :class:`Stacked` per shape among the networks ``keys`` (all members share them)."""
     by: dict[object, list[Net]] = {}
-    for key, net in nets.items():
-        by.setdefault(shape_key(net), []).append(key)
-    return [Stacked(algos, get, keys, leaf) for keys in by.values()]
+    for agent, k in keys:
+        by.setdefault(shape_key(get(algos[0], agent, k)), []).append((agent, k))
+    return [Stacked(algos, get, ks, leaf) for ks in by.values()]
 
 
 def _run_all(stacks: list[Stacked], **inputs: Any) -> dict[Net, torch.Tensor]:
@@ -143,16 +141,17 @@ def _step(opts: list[list[torch.optim.Optimizer]], learners: tuple[str, ...],
     at = 0
     for st in stacks:
         gs, at = list(grads[at:at + len(st.tensors())]), at + len(st.tensors())
-        owner = torch.tensor([j * n_l + learners.index(a) for j in range(st.m) for a, _ in st.keys])
+        owner = torch.tensor([j * n_l + learners.index(a) for j in range(st.m) for a, _ in st.keys],
+                             device=losses.device)
         per.append((st, gs, owner))
     if max_norm is not None:
         sq = torch.zeros(len(opts) * n_l, device=losses.device)
         for _, gs, owner in per:
             net_sq = sum(g.pow(2).flatten(1).sum(1) for g in gs)
-            sq.index_add_(0, owner.to(sq.device), net_sq)  # type: ignore[arg-type]
+            sq.index_add_(0, owner, net_sq)  # type: ignore[arg-type]
         coef = torch.clamp(max_norm / (sq.sqrt() + 1e-6), max=1.0)
         for _, gs, owner in per:
-            c = coef[owner.to(coef.device)]
+            c = coef[owner]
             for g in gs:
                 g.mul_(c.view(-1, *([1] * (g.dim() - 1))))
     # each network's gradients, by member and key, in its parameters' order
@@ -186,18 +185,18 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
     delayed = [a.updates % sw.policy_delay == 0 for a in algos]
 
     # ---- critics: y_i = r_i + gamma (1 - terminated_i) min_k Q'_ik(s', a')
+    crit_keys = [(a, k) for a in learners for k in range(len(first.critics[a]))]
     with torch.no_grad():
-        tgt_actors = _stacks(algos, {(a, 0): first.actor_targets[a] for a in learners},
+        tgt_actors = _stacks(algos, [(a, 0) for a in learners],
                              lambda al, a, k: al.actor_targets[a], leaf=False)
         nxt = {a: out for (a, _), out in
                _run_all(tgt_actors, inputs=lambda a, k: b.next_obs[a]).items()}
         noise = {a: _draw(algos, sizes, spec[a].act_dim, width, torch.randn, 0.0)
                  for a in learners if sw.target_noise > 0}  # in agent order, as learn draws
-        next_act = [_target_action(first, a, nxt[a], noise.get(a)) if a in learners
-                    else _played(b, a, learners, agents) for a in agents]
+        next_act = [target_action(spec[a], sw, nxt[a], noise.get(a)) if a in learners
+                    else first._next_action(a, b) for a in agents]  # as played
         target_in = torch.cat([*(b.next_obs[a] for a in agents), *next_act], dim=2)
-        crit_t = {(a, k): c for a in learners for k, c in enumerate(first.critic_targets[a])}
-        q_next = _run_all(_stacks(algos, crit_t, lambda al, a, k: al.critic_targets[a][k],
+        q_next = _run_all(_stacks(algos, crit_keys, lambda al, a, k: al.critic_targets[a][k],
                                   leaf=False), shared=target_in)
         y = {a: b.rewards[a] + sw.gamma * (1.0 - b.terminated[a]) * torch.stack(
             [q_next[a, k].squeeze(2) for k in range(len(first.critics[a]))]).min(0).values
@@ -205,8 +204,7 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
     obs_all = torch.cat([b.obs[a] for a in agents], dim=2)
     act_all = [b.actions[a] for a in agents]
     critic_in = torch.cat([obs_all, *act_all], dim=2)
-    crit = {(a, k): c for a in learners for k, c in enumerate(first.critics[a])}
-    critics = _stacks(algos, crit, lambda al, a, k: al.critics[a][k], leaf=True)
+    critics = _stacks(algos, crit_keys, lambda al, a, k: al.critics[a][k], leaf=True)
     q = _run_all(critics, shared=critic_in)
     critic_losses = torch.stack([sum((masks[a] * (q[a, k].squeeze(2) - y[a]).pow(2)).sum(1)
                                      for k in range(len(first.critics[a]))) / denoms[a]
@@ -247,50 +245,22 @@ def _actor_losses(algos: list[MATD3], b: Batch, rows: torch.Tensor,
     first = algos[0]
     sw, spec, agents, learners = first.sw, first.spec, first.agents, first.learners
     sizes = [int(n) for n in rows.sum(1).tolist()]
-    actors = _stacks(algos, {(a, 0): first.actors[a] for a in learners},
-                     lambda al, a, k: al.actors[a], leaf=True)
+    actors = _stacks(algos, [(a, 0) for a in learners], lambda al, a, k: al.actors[a],
+                     leaf=True)
     raw = {a: out for (a, _), out in _run_all(actors, inputs=lambda a, k: b.obs[a]).items()}
-    acts = {}
-    for a in learners:  # the Gumbel draws in learner order, as learn draws them
-        if spec[a].discrete:
-            u = _draw(algos, sizes, spec[a].act_dim, rows.shape[1], torch.rand, 0.5)
-            ys = F.softmax((raw[a] - torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7))))
-                           / sw.gumbel_temperature, dim=2)
-            hard = F.one_hot(ys.argmax(dim=2), spec[a].act_dim).to(ys.dtype)
-            acts[a] = hard - ys.detach() + ys
-        else:
-            acts[a] = squash_t(raw[a], spec[a].low, spec[a].high)
+    # the Gumbel draws in learner order, as learn draws them
+    acts = {a: train_action(spec[a], sw, raw[a], _draw(
+        algos, sizes, spec[a].act_dim, rows.shape[1], torch.rand, 0.5)
+        if spec[a].discrete else None) for a in learners}
     joints = {}
     for a in learners:
         i = agents.index(a)
         joints[a] = torch.cat([obs_all, *act_all[:i], acts[a], *act_all[i + 1:]], dim=2)
-    q = _run_all(_stacks(algos, {(a, 0): first.critics[a][0] for a in learners},
+    q = _run_all(_stacks(algos, [(a, 0) for a in learners],
                          lambda al, a, k: al.critics[a][0], leaf=False),
                  inputs=lambda a, k: joints[a])
     return actors, torch.stack([(-(masks[a] * q[a, 0].squeeze(2)).sum(1) + sw.action_reg * (
         masks[a] * raw[a].pow(2).mean(2)).sum(1)) / denoms[a] for a in learners], dim=1)
-
-
-def _target_action(algo: MATD3, a: str, out: torch.Tensor,
-                   noise: torch.Tensor | None) -> torch.Tensor:
-    """:meth:`MATD3._policy_action` with smoothing, on ``[M, B, act]`` outputs."""
-    s, sw = algo.spec[a], algo.sw
-    if noise is not None:
-        noise = (noise * sw.target_noise).clamp(-sw.target_noise_clip, sw.target_noise_clip)
-    if s.discrete:
-        logits = out + noise if noise is not None else out
-        return F.one_hot(logits.argmax(dim=2), s.act_dim).float()
-    act = squash_t(out, s.low, s.high)
-    if noise is not None:
-        act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
-    return act
-
-
-def _played(b: Batch, a: str, learners: tuple[str, ...], agents: tuple[str, ...]) -> torch.Tensor:
-    if b.next_actions is None:
-        raise ValueError(f"learning agents {learners} of {agents} needs {a}'s "
-                         "next actions (a replay memory that keeps them)")
-    return b.next_actions[a]
 
 
 def _polyak(algos: list[MATD3]) -> None:

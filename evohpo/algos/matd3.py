@@ -30,7 +30,7 @@ from evohpo.algos.matd3_state import load_state, state_of
 from evohpo.algos.networks import MLP, frozen_copy, polyak_update
 from evohpo.algos.switches import Switches
 from evohpo.config import ArchSpace
-from evohpo.envs.spec import EnvSpec
+from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.evolve.lineage import MutationRecord
 
 
@@ -54,6 +54,34 @@ class LearnInputs:
         masks = [batch.alive[a] for a in agents]
         return cls(batch, obs_all, act_all, torch.cat([obs_all, *act_all], dim=1),
                    algo.td_targets(batch), masks, [m.sum().clamp(min=1.0) for m in masks])
+
+
+def target_action(s: AgentSpec, sw: Switches, out: torch.Tensor,
+                  noise: torch.Tensor | None) -> torch.Tensor:
+    """A target actor's output (``[..., act]``) as the action in the critics' targets;
+    ``noise``: standard normal draws for target policy smoothing, or None."""
+    if noise is not None:
+        noise = (noise * sw.target_noise).clamp(-sw.target_noise_clip, sw.target_noise_clip)
+    if s.discrete:
+        logits = out + noise if noise is not None else out
+        return F.one_hot(logits.argmax(dim=-1), s.act_dim).float()
+    act = squash_t(out, s.low, s.high)
+    if noise is not None:
+        act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
+    return act
+
+
+def train_action(s: AgentSpec, sw: Switches, out: torch.Tensor,
+                 u: torch.Tensor | None) -> torch.Tensor:
+    """An actor's output (``[..., act]``) as a differentiable action: squashed, or for a
+    discrete agent a straight-through Gumbel-softmax sample from the uniform draws ``u``."""
+    if not s.discrete:
+        return squash_t(out, s.low, s.high)
+    assert u is not None
+    y = F.softmax((out - torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7))))
+                  / sw.gumbel_temperature, dim=-1)
+    hard = F.one_hot(y.argmax(dim=-1), s.act_dim).to(y.dtype)
+    return hard - y.detach() + y  # straight-through: one-hot forward, soft gradient
 
 
 class MATD3:
@@ -157,30 +185,19 @@ class MATD3:
     # ------------------------------------------------------------------ learning
     def _policy_action(self, agent: str, obs: torch.Tensor, net: MLP, smooth: bool) -> torch.Tensor:
         """A target action for the critic's input (deterministic, optionally smoothed)."""
-        s = self.spec[agent]
         out = net(obs)
-        sigma = self.sw.target_noise if smooth else 0.0
-        if sigma > 0:
-            noise = torch.randn(out.shape, generator=self.gen, device=out.device) * sigma
-            noise = noise.clamp(-self.sw.target_noise_clip, self.sw.target_noise_clip)
-        if s.discrete:
-            logits = out + noise if sigma > 0 else out
-            return F.one_hot(logits.argmax(dim=1), s.act_dim).float()
-        act = squash_t(out, s.low, s.high)
-        if sigma > 0:
-            act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
-        return act
+        noise = None
+        if smooth and self.sw.target_noise > 0:
+            noise = torch.randn(out.shape, generator=self.gen, device=out.device)
+        return target_action(self.spec[agent], self.sw, out, noise)
 
     def _train_action(self, agent: str, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A differentiable action for the actor loss, and the raw output (for regularisation)."""
         s = self.spec[agent]
         out = self.actors[agent](obs)
-        if not s.discrete:
-            return squash_t(out, s.low, s.high), out
-        u = torch.rand(out.shape, generator=self.gen, device=out.device).clamp_(1e-10, 1.0 - 1e-7)
-        y = F.softmax((out - torch.log(-torch.log(u))) / self.sw.gumbel_temperature, dim=1)
-        hard = F.one_hot(y.argmax(dim=1), s.act_dim).to(y.dtype)
-        return hard - y.detach() + y, out  # straight-through: one-hot forward, soft gradient
+        u = (torch.rand(out.shape, generator=self.gen, device=out.device) if s.discrete
+             else None)
+        return train_action(s, self.sw, out, u), out
 
     def td_targets(self, batch: Batch) -> dict[str, torch.Tensor]:
         """y_i = r_i + gamma * (1 - terminated_i) * min_k Q'_ik(s', a') for each learner i; a'
