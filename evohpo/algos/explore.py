@@ -1,4 +1,5 @@
-"""Actor outputs to env actions: squashing, exploration noise, discrete sampling.
+"""Actor outputs to actions: squashing, exploration noise, discrete sampling, and the actions
+the learner's losses take (target and straight-through training actions).
 
 Shared by an algorithm acting on its own (:meth:`Algorithm.act`) and the whole population acting
 at once (:class:`~evohpo.algos.acting.PopulationActor`), so both give the same actions.
@@ -10,9 +11,11 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from evohpo.algos.base import Actions, Algorithm
-from evohpo.envs.spec import EnvSpec
+from evohpo.algos.switches import Switches
+from evohpo.envs.spec import AgentSpec, EnvSpec
 
 
 class Part(NamedTuple):
@@ -84,3 +87,31 @@ def squash(x: np.ndarray, low: float, high: float) -> np.ndarray:
 def squash_t(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
     """:func:`squash` for tensors (differentiable)."""
     return low + (high - low) * torch.sigmoid(x)
+
+
+def target_action(s: AgentSpec, sw: Switches, out: torch.Tensor,
+                  noise: torch.Tensor | None) -> torch.Tensor:
+    """A target actor's output (``[..., act]``) as the action in the critics' targets;
+    ``noise``: standard normal draws for target policy smoothing, or None."""
+    if noise is not None:
+        noise = (noise * sw.target_noise).clamp(-sw.target_noise_clip, sw.target_noise_clip)
+    if s.discrete:
+        logits = out + noise if noise is not None else out
+        return F.one_hot(logits.argmax(dim=-1), s.act_dim).float()
+    act = squash_t(out, s.low, s.high)
+    if noise is not None:
+        act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
+    return act
+
+
+def train_action(s: AgentSpec, sw: Switches, out: torch.Tensor,
+                 u: torch.Tensor | None) -> torch.Tensor:
+    """An actor's output (``[..., act]``) as a differentiable action: squashed, or for a
+    discrete agent a straight-through Gumbel-softmax sample from the uniform draws ``u``."""
+    if not s.discrete:
+        return squash_t(out, s.low, s.high)
+    assert u is not None
+    y = F.softmax((out - torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7))))
+                  / sw.gumbel_temperature, dim=-1)
+    hard = F.one_hot(y.argmax(dim=-1), s.act_dim).to(y.dtype)
+    return hard - y.detach() + y  # straight-through: one-hot forward, soft gradient

@@ -19,7 +19,8 @@ import torch
 from evohpo.algos import optim
 from evohpo.algos.base import Algorithm
 from evohpo.algos.buffer import Batch
-from evohpo.algos.matd3 import MATD3, target_action, train_action
+from evohpo.algos.explore import target_action, train_action
+from evohpo.algos.matd3 import MATD3
 from evohpo.algos.networks import MLP
 from evohpo.algos.stacked import Stack, shape_key, stack
 

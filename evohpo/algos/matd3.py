@@ -20,17 +20,16 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from evohpo.algos import arch_mutations, optim
 from evohpo.algos.base import Actions, Hyperparams
 from evohpo.algos.buffer import Batch
-from evohpo.algos.explore import Part, explore, squash_t
+from evohpo.algos.explore import Part, explore, target_action, train_action
 from evohpo.algos.matd3_state import load_state, state_of
 from evohpo.algos.networks import MLP, frozen_copy, polyak_update
 from evohpo.algos.switches import Switches
 from evohpo.config import ArchSpace
-from evohpo.envs.spec import AgentSpec, EnvSpec
+from evohpo.envs.spec import EnvSpec
 from evohpo.evolve.lineage import MutationRecord
 
 
@@ -54,34 +53,6 @@ class LearnInputs:
         masks = [batch.alive[a] for a in agents]
         return cls(batch, obs_all, act_all, torch.cat([obs_all, *act_all], dim=1),
                    algo.td_targets(batch), masks, [m.sum().clamp(min=1.0) for m in masks])
-
-
-def target_action(s: AgentSpec, sw: Switches, out: torch.Tensor,
-                  noise: torch.Tensor | None) -> torch.Tensor:
-    """A target actor's output (``[..., act]``) as the action in the critics' targets;
-    ``noise``: standard normal draws for target policy smoothing, or None."""
-    if noise is not None:
-        noise = (noise * sw.target_noise).clamp(-sw.target_noise_clip, sw.target_noise_clip)
-    if s.discrete:
-        logits = out + noise if noise is not None else out
-        return F.one_hot(logits.argmax(dim=-1), s.act_dim).float()
-    act = squash_t(out, s.low, s.high)
-    if noise is not None:
-        act = (act + noise * (s.high - s.low)).clamp(s.low, s.high)
-    return act
-
-
-def train_action(s: AgentSpec, sw: Switches, out: torch.Tensor,
-                 u: torch.Tensor | None) -> torch.Tensor:
-    """An actor's output (``[..., act]``) as a differentiable action: squashed, or for a
-    discrete agent a straight-through Gumbel-softmax sample from the uniform draws ``u``."""
-    if not s.discrete:
-        return squash_t(out, s.low, s.high)
-    assert u is not None
-    y = F.softmax((out - torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7))))
-                  / sw.gumbel_temperature, dim=-1)
-    hard = F.one_hot(y.argmax(dim=-1), s.act_dim).to(y.dtype)
-    return hard - y.detach() + y  # straight-through: one-hot forward, soft gradient
 
 
 class MATD3:
