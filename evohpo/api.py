@@ -187,7 +187,7 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     cfg, found = resolve(config, algo=algo, env=env, steps=steps, seed=seed, overrides=overrides)
     cfg = with_settings(cfg, backend, wandb=wandb)
     from evohpo.runtime.backends import runtime_class
-    from evohpo.runtime.local import check_memory
+    from evohpo.runtime.memory import check_memory
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
     from evohpo.config.checks import check, keeps_next_actions, playing_teams

@@ -14,7 +14,10 @@ takes it.
 
 from __future__ import annotations
 
+import torch
+
 from evohpo.config import Config
+from evohpo.errors import ConfigError
 
 AUTO_GPU_WORK = 256 * 256 * 256  # widest hidden layer squared x batch_size: auto takes a GPU
 
@@ -38,3 +41,16 @@ def auto_choice(cfg: Config) -> str:
     return (f"device auto: the CPU; at {_widest(cfg)} units wide and batches "
             f"of {cfg.algo.batch_size} it trains faster than the GPU (which pays from widest "
             f"layer squared x batch size {AUTO_GPU_WORK:,}); --set device=cuda takes the GPU")
+
+
+def resolve_device(cfg: Config) -> torch.device:
+    """``cfg.device``; ``auto``: a GPU where there is one and the networks are large enough to
+    gain from it (:func:`evohpo.devices.gpu_pays`), else the CPU."""
+    name = cfg.device
+    if name == "auto":
+        return torch.device("cuda" if gpu_pays(cfg) and torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"config key 'device': {name!r} asked for, but no CUDA device is "
+                          "available; use 'auto' or 'cpu'")
+    return dev

@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from evohpo import config as C
-from evohpo.devices import AUTO_GPU_WORK, gpu_pays, wants_gpu
+from evohpo.devices import AUTO_GPU_WORK, gpu_pays, resolve_device, wants_gpu
 from evohpo.loop.trainer import Trainer
-from evohpo.runtime.local import resolve_device
 from tests.test_faults import Messages
 from tests.test_trainer import TINY
 

@@ -26,7 +26,9 @@ from evohpo.evolve.mutations import (
 from evohpo.evolve.space import INT_HPS
 from evohpo.evolve.strategies import select
 
-HP_NAMES = [f.name for f in dataclasses.fields(HyperparamSpace)]
+# an off-policy member's (the on-policy learners' bounds are theirs: test_onpolicy.py)
+HP_NAMES = [f.name for f in dataclasses.fields(HyperparamSpace)
+            if f.name in {h.name for h in dataclasses.fields(Hyperparams)}]
 # explicit bounds (the config's own defaults, written out)
 BOUNDS = {"lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "batch_size": (32, 1024),
           "learn_step": (10, 400), "tau": (1e-3, 0.1), "expl_noise": (0.0, 0.5),

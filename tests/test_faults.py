@@ -66,7 +66,7 @@ def cli_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 @pytest.mark.parametrize(("args", "expected"), [
     (["--algo", "madpg"],
-     "'algo.name': 'madpg' is not one of 'maddpg', 'matd3' (did you mean: maddpg"),
+     "'algo.name': 'madpg' is not one of 'maddpg', 'matd3', 'ippo', 'mappo' (did you mean: maddpg"),
     (["--env", "simple_spred"], "unknown env 'simple_spred' (did you mean: simple_spread"),
     (["--set", "algo.lr_actr=0.1"], "unknown config key 'algo.lr_actr' (did you mean: lr_actor"),
     (["--set", "algo.lr_actor=-1"], "'algo.lr_actor': -1.0 is out of range; allowed (0"),
@@ -264,7 +264,7 @@ def test_every_member_diverged_stops_and_keeps_last_good_checkpoint(tmp_path: Pa
 
 def test_buffer_too_big_for_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("evohpo.runtime.local.available_memory", lambda: 50 * 2**20)
+    monkeypatch.setattr("evohpo.runtime.memory.available_memory", lambda: 50 * 2**20)
     err = cli_error(["train", "--run-dir", str(tmp_path / "r"), "--set", "buffer.capacity=2000000"],
                     capsys)
     assert "'buffer.capacity': 2,000,000 transitions need" in err and "lower buffer.capacity" in err
@@ -284,7 +284,7 @@ def test_buffer_check_counts_the_next_actions_a_team_run_keeps(
     plain, played = ReplayBuffer.bytes_for(spec, cap), ReplayBuffer.bytes_for(spec, cap, True)
     assert played > plain  # the next actions as played are a field of their own
     # memory for the transitions alone, not for the next actions a team run also keeps
-    monkeypatch.setattr("evohpo.runtime.local.available_memory", lambda: (plain + played) / 1.8)
+    monkeypatch.setattr("evohpo.runtime.memory.available_memory", lambda: (plain + played) / 1.8)
     err = cli_error(["train", "--algo", "matd3", "--env", "simple_adversary", "--run-dir",
                      str(tmp_path / "r"), "--set", f"buffer.capacity={cap}",
                      "--set", played_targets], capsys)

@@ -76,6 +76,20 @@ def test_one_actor_repeats_a_local_run_exactly(tmp_path: Path, over: dict[str, A
     assert any("explores in place" in r["note"] for r in l_local) == (over is IN_PLACE)
 
 
+@pytest.mark.parametrize("actors", [1, 2])
+def test_on_policy_members_on_ray_repeat_the_local_run_exactly(tmp_path: Path,
+                                                               actors: int) -> None:
+    """MAPPO members learn from their own rollouts only, so even with two actors (nothing to
+    share) the run is the local one; windows of 16 steps against rollouts of 3 end with a short
+    rollout, learned in the actors at the window's end."""
+    cfg = ray_cfg(actors, algo={"name": "mappo", "rollout": 3, "hidden": [16]})
+    _, m_local, l_local = run(LocalRuntime, cfg, tmp_path / "local")
+    summary, m_ray, l_ray = run(RayRuntime, cfg, tmp_path / "ray")
+    assert summary["actors"] == actors and summary["shared_bytes"] == 0
+    assert any(k.endswith("critic_loss") for k in m_ray[-1])
+    assert strip_time(m_ray) == strip_time(m_local) and l_ray == l_local
+
+
 def test_two_actors_repeat_a_local_run_exactly_until_learning(tmp_path: Path) -> None:
     # the slots, env seeds, evaluation and evolution line up with the local run's; only learning
     # differs (an actor sees the other's experience at the window's end)

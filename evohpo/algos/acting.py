@@ -14,12 +14,16 @@ per member.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from evohpo.algos.base import Actions, Algorithm
 from evohpo.algos.explore import Part, explore
 from evohpo.algos.networks import MLP, numpy_activation
 from evohpo.envs.spec import EnvSpec
+
+Pick = Callable[[EnvSpec, dict[str, np.ndarray], list[Part]], Actions]
 
 
 class _Stack:
@@ -67,14 +71,16 @@ class PopulationActor:
         self._groups: dict[str, tuple[list[MLP], list[tuple[_Stack | None, list[int]]]]] = {}
 
     def act(self, algos: list[Algorithm], rngs: list[np.random.Generator | None],
-            obs: dict[str, np.ndarray],
-            done: np.ndarray | None = None) -> Actions:
+            obs: dict[str, np.ndarray], done: np.ndarray | None = None,
+            pick: Pick = explore) -> Actions:
+        """Every member's actions on its slice; ``pick`` turns actor outputs into actions:
+        off-policy exploration, or an on-policy learner's sampling."""
         n = next(iter(obs.values())).shape[0]
         k = n // len(algos)
         parts = [Part(algo, rng, slice(j * k, (j + 1) * k),
                       None if done is None else done[j * k:(j + 1) * k])
                  for j, (algo, rng) in enumerate(zip(algos, rngs, strict=True))]
-        return explore(self.spec, self.outputs(algos, obs, k), parts)
+        return pick(self.spec, self.outputs(algos, obs, k), parts)
 
     def outputs(self, algos: list[Algorithm], obs: dict[str, np.ndarray],
                 k: int) -> dict[str, np.ndarray]:

@@ -65,9 +65,11 @@ Opt = TypeVar("Opt", bound=torch.optim.Optimizer)
 # ----------------------------------------------------------------------------- applying edits
 
 def networks_of(algo: Learner, agent: str, which: str) -> tuple[list[MLP], list[MLP]]:
+    """An agent's actor (or critics) and their targets (none for a learner without targets)."""
     if which == "actor":
-        return [algo.actors[agent]], [algo.actor_targets[agent]]
-    return list(algo.critics[agent]), list(algo.critic_targets[agent])
+        target = algo.actor_targets.get(agent)
+        return [algo.actors[agent]], [] if target is None else [target]
+    return list(algo.critics[agent]), list(algo.critic_targets.get(agent, []))
 
 
 def carry_optimizer(opt: Opt, old: list[MLP], new: list[MLP], edits: list[Edit]) -> Opt:
@@ -98,13 +100,17 @@ def apply_edits(algo: Learner, agent: str, which: str, edits: list[Edit]) -> Non
     online, targets = networks_of(algo, agent, which)
     new_online = [apply_edit(n, e) for n, e in zip(online, edits, strict=True)]
     new_targets = [apply_edit(t, e).requires_grad_(False)
-                   for t, e in zip(targets, edits, strict=True)]
+                   for t, e in zip(targets, edits, strict=True)] if targets else []
     opts = algo.actor_opts if which == "actor" else algo.critic_opts
     opts[agent] = carry_optimizer(opts[agent], online, new_online, edits)
     if which == "actor":
-        algo.actors[agent], algo.actor_targets[agent] = new_online[0], new_targets[0]
+        algo.actors[agent] = new_online[0]
+        if new_targets:
+            algo.actor_targets[agent] = new_targets[0]
     else:
-        algo.critics[agent], algo.critic_targets[agent] = new_online, new_targets
+        algo.critics[agent] = new_online
+        if new_targets:
+            algo.critic_targets[agent] = new_targets
 
 
 # ----------------------------------------------------------------------------- architecture

@@ -37,6 +37,20 @@ class Hyperparams:
     min_updates_per_step: float = AlgoConfig.min_updates_per_step
 
 
+@dataclass
+class OnPolicyHyperparams:
+    """The hyperparameters an on-policy member (IPPO, MAPPO) owns and evolution may change."""
+
+    lr_actor: float
+    lr_critic: float
+    rollout: int        # vector steps of its envs between updates
+    epochs: int
+    minibatches: int
+    clip: float
+    ent_coef: float
+    gae_lambda: float
+
+
 class Algorithm(Protocol):
     """One member's learner: decentralised actors (one per agent) and whatever trains them."""
 
@@ -45,9 +59,11 @@ class Algorithm(Protocol):
     # the agents it trains (and mutates): every agent, or on a game of several teams with
     # games.opponent_actions: played, its own team's
     learners: tuple[str, ...]
-    hp: Hyperparams
+    hp: Any                          # Hyperparams, or OnPolicyHyperparams where on_policy
     device: torch.device
     gen: torch.Generator             # its own random stream (saved with its state)
+    # True: it learns from rollouts of its own (:class:`OnPolicy`), not from the replay memory
+    on_policy: bool
     actors: dict[str, MLP]           # per agent; acting reads their weights
     critics: dict[str, list[MLP]]    # per agent
     # moves whenever the actors' weights change in place (learning, loading, weight noise)
@@ -107,8 +123,8 @@ class Algorithm(Protocol):
 
 
 class Learner(Protocol):
-    """What these mutations need of a learner (MATD3 / MADDPG): per agent, its networks, their
-    target copies and their optimizers."""
+    """What architecture mutations need of a learner: per agent, its networks, their target
+    copies (empty for a learner without targets, as PPO) and their optimizers."""
 
     learners: tuple[str, ...]  # the agents it trains (and mutates)
     actors: dict[str, MLP]

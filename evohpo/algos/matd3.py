@@ -56,6 +56,8 @@ class LearnInputs:
 
 
 class MATD3:
+    on_policy = False
+
     def __init__(self, spec: EnvSpec, hp: Hyperparams, sw: Switches, hidden: list[int],
                  activation: str, seed: int, device: torch.device | str = "cpu",
                  arch: dict[str, dict[str, Any]] | None = None):

@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
-from evohpo.algos.base import Algorithm, Hyperparams
+from evohpo.algos.base import Algorithm, Hyperparams, OnPolicyHyperparams
 from evohpo.algos.matd3 import MATD3
-from evohpo.algos.switches import ALGOS, Switches
+from evohpo.algos.ppo import PPO
+from evohpo.algos.switches import ALGOS, ON_POLICY, OnPolicySwitches, Switches
 from evohpo.config import Config
 from evohpo.envs.spec import EnvSpec
 
@@ -28,9 +29,11 @@ class Entry:
 
     build: Callable[[Config, EnvSpec, int, Device], Algorithm]
     restore: Callable[[Config, EnvSpec, dict[str, Any], Device], Algorithm]
+    hyperparams: Callable[[Config], Any]  # a member's hyperparameters at the start of a run
+    on_policy: bool = False  # it learns from rollouts of its own (evohpo.algos.onpolicy)
 
 
-def switches(cfg: Config) -> Switches:
+def switches(cfg: Config) -> Switches:  # the off-policy algorithms' (matd3, maddpg)
     """The MATD3 / MADDPG switches of ``cfg.algo``: its name's defaults where a key is null."""
     a = cfg.algo
     preset = ALGOS[a.name]
@@ -44,8 +47,12 @@ def switches(cfg: Config) -> Switches:
     )
 
 
-def initial_hyperparams(cfg: Config) -> Hyperparams:
-    """A member's hyperparameters at the start of a run."""
+def initial_hyperparams(cfg: Config) -> Any:
+    """A member's hyperparameters at the start of a run (its algorithm's kind of them)."""
+    return entry(cfg.algo.name).hyperparams(cfg)
+
+
+def _matd3_hyperparams(cfg: Config) -> Hyperparams:
     a = cfg.algo
     return Hyperparams(lr_actor=a.lr_actor, lr_critic=a.lr_critic, batch_size=a.batch_size,
                        learn_step=a.learn_step, tau=a.tau, expl_noise=a.expl_noise,
@@ -53,19 +60,50 @@ def initial_hyperparams(cfg: Config) -> Hyperparams:
 
 
 def _build_matd3(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algorithm:
-    return MATD3(spec, initial_hyperparams(cfg), switches(cfg), cfg.algo.hidden,
+    return MATD3(spec, _matd3_hyperparams(cfg), switches(cfg), cfg.algo.hidden,
                  cfg.algo.activation, seed, device)
 
 
 def _restore_matd3(cfg: Config, spec: EnvSpec, state: dict[str, Any],
                    device: Device) -> Algorithm:
     # a state saved before a hyperparameter was a member's own: the run's config value
-    hp = {**dataclasses.asdict(initial_hyperparams(cfg)), **state["hp"]}
+    hp = {**dataclasses.asdict(_matd3_hyperparams(cfg)), **state["hp"]}
     return MATD3.from_state_dict(spec, switches(cfg), {**state, "hp": hp}, device)
 
 
-_MATD3 = Entry(_build_matd3, _restore_matd3)
-REGISTRY: dict[str, Entry] = {name: _MATD3 for name in ALGOS}  # maddpg is MATD3, switches off
+def on_policy_switches(cfg: Config) -> OnPolicySwitches:
+    a = cfg.algo
+    return OnPolicySwitches(centralised=ON_POLICY[a.name]["centralised"], gamma=a.gamma,
+                            max_grad_norm=a.max_grad_norm)
+
+
+def _ppo_hyperparams(cfg: Config) -> OnPolicyHyperparams:
+    a = cfg.algo
+    return OnPolicyHyperparams(lr_actor=a.lr_actor, lr_critic=a.lr_critic, rollout=a.rollout,
+                               epochs=a.epochs, minibatches=a.minibatches, clip=a.clip,
+                               ent_coef=a.ent_coef, gae_lambda=a.gae_lambda)
+
+
+def _build_ppo(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algorithm:
+    return PPO(spec, _ppo_hyperparams(cfg), on_policy_switches(cfg), cfg.algo.hidden,
+               cfg.algo.activation, seed, device)
+
+
+def _restore_ppo(cfg: Config, spec: EnvSpec, state: dict[str, Any], device: Device) -> Algorithm:
+    return PPO.from_state_dict(spec, on_policy_switches(cfg), state, device)
+
+
+_MATD3 = Entry(_build_matd3, _restore_matd3, _matd3_hyperparams)
+_PPO = Entry(_build_ppo, _restore_ppo, _ppo_hyperparams, on_policy=True)
+REGISTRY: dict[str, Entry] = {
+    **{name: _MATD3 for name in ALGOS},  # maddpg is MATD3, switches off
+    **{name: _PPO for name in ON_POLICY},  # ippo is PPO with its own critics, mappo central ones
+}
+
+
+def on_policy(cfg: Config) -> bool:
+    """Whether ``cfg.algo`` learns on-policy (rollouts of its own, no replay memory)."""
+    return entry(cfg.algo.name).on_policy
 
 
 def algo_names() -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""What separates MATD3 from MADDPG: the learner's switches, and each algorithm's defaults."""
+"""The algorithms' names and switches: what separates MATD3 from MADDPG, and IPPO from MAPPO."""
 
 from __future__ import annotations
 
@@ -28,3 +28,22 @@ ALGOS: dict[str, dict[str, Any]] = {
     "maddpg": {"twin_critics": False, "policy_delay": 1, "target_noise": 0.0},
     "matd3": {"twin_critics": True, "policy_delay": 2, "target_noise": 0.1},
 }
+
+
+@dataclass(frozen=True)
+class OnPolicySwitches:
+    """What separates MAPPO from IPPO, plus the fixed settings of the on-policy learner."""
+
+    centralised: bool            # MAPPO: each agent's critic sees every agent's observation
+    gamma: float = 0.95
+    max_grad_norm: float | None = 0.5
+
+
+# the on-policy algorithms and their switches
+ON_POLICY: dict[str, dict[str, Any]] = {
+    "ippo": {"centralised": False},
+    "mappo": {"centralised": True},
+}
+
+# every name algo.name may take
+NAMES: tuple[str, ...] = (*ALGOS, *ON_POLICY)

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 
 def _algos() -> tuple[str, ...]:
-    from evohpo.algos.switches import ALGOS
+    from evohpo.algos.switches import NAMES
 
-    return tuple(ALGOS)
+    return NAMES
 
 
 def _strategies() -> tuple[str, ...]:

@@ -54,7 +54,7 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class AlgoConfig:
-    name: str = _f("matd3", "the algorithm (matd3: twin critics, delayed, smoothed)")
+    name: str = _f("matd3", "the algorithm (ippo and mappo learn on-policy)")
     hidden: list[int] = _f([64, 64], "hidden layer widths of actors and critics")
     activation: Activation = _f("relu", "hidden activation of actors and critics")
     lr_actor: float = _f(1e-3, "actor learning rate (Adam)", lo=0, lo_open=True)
@@ -84,6 +84,15 @@ class AlgoConfig:
         1.0, "Gumbel-softmax temperature for discrete actions", lo=0, lo_open=True)
     action_reg: float = _f(
         1e-3, "weight of a penalty on the actor's raw outputs (keeps them unsaturated)", lo=0)
+    rollout: int = _f(
+        25, "ippo/mappo: vector steps each member collects between its updates", lo=1)
+    epochs: int = _f(5, "ippo/mappo: passes over each rollout", lo=1)
+    minibatches: int = _f(2, "ippo/mappo: minibatches per pass", lo=1)
+    clip: float = _f(
+        0.2, "ippo/mappo: clip range of the policy ratio and of the value change", lo=0,
+        lo_open=True)
+    ent_coef: float = _f(0.01, "ippo/mappo: weight of the entropy bonus", lo=0)
+    gae_lambda: float = _f(0.95, "ippo/mappo: GAE lambda", lo=0, hi=1)
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,12 @@ class HyperparamSpace:
     expl_noise: Bound = _f(Bound(0.0, 0.5, scale="linear"), "range of expl_noise")
     min_updates_per_step: Bound = _f(
         Bound(0.01, 0.25, mutate=False), "range of min_updates_per_step (within [0, 1])")
+    rollout: Bound = _f(Bound(10, 200), "range of rollout")
+    epochs: Bound = _f(Bound(1, 15), "range of epochs")
+    minibatches: Bound = _f(Bound(1, 8), "range of minibatches")
+    clip: Bound = _f(Bound(0.05, 0.4, scale="linear"), "range of clip")
+    ent_coef: Bound = _f(Bound(1e-4, 0.05), "range of ent_coef")
+    gae_lambda: Bound = _f(Bound(0.8, 1.0, scale="linear"), "range of gae_lambda")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.algos import Algorithm, Hyperparams
+from evohpo.algos import Algorithm
 from evohpo.checkpoint import rng_from, rng_state
 
 
@@ -33,7 +33,7 @@ class Member:
     rating: float = 1000.0            # its Elo rating from cross-play (teams only)
 
     @property
-    def hp(self) -> Hyperparams:
+    def hp(self) -> Any:  # its algorithm's kind of hyperparameters
         return self.algo.hp
 
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from evohpo.algos import Hyperparams
 from evohpo.config import MutationConfig
 from evohpo.evolve import space
 from evohpo.evolve.lineage import MutationRecord
@@ -50,14 +49,14 @@ class HyperparamChange(NamedTuple):
 NO_CHANGE = HyperparamChange({}, "", None, None, "")
 
 
-def mutate_hyperparameter(hp: Hyperparams, cfg: MutationConfig, rng: np.random.Generator,
+def mutate_hyperparameter(hp: Any, cfg: MutationConfig, rng: np.random.Generator,
                           ) -> HyperparamChange:
     """Perturb one hyperparameter by a factor, within bounds.
 
     ``changes`` is empty when every mutable hyperparameter is pinned at a bound in the drawn
     direction.
     """
-    names = space.mutable(cfg.bounds)
+    names = space.mutable(cfg.bounds, hp)
     for idx in rng.permutation(len(names)):
         name = names[int(idx)]
         b = getattr(cfg.bounds, name)

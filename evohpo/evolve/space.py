@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.algos import Hyperparams
 from evohpo.algos.registry import initial_hyperparams
 from evohpo.config import ArchSpace, Bound, Config, HyperparamSpace
 
-INT_HPS = ("batch_size", "learn_step")
+INT_HPS = ("batch_size", "learn_step", "rollout", "epochs", "minibatches")
 WIDTH_STEP = 8  # sampled widths are multiples of this
 
 
@@ -33,8 +32,12 @@ class Start:
     sampled: bool  # False: the preset
 
 
-def mutable(bounds: HyperparamSpace) -> list[str]:
-    return [f.name for f in dataclasses.fields(bounds) if getattr(bounds, f.name).mutate]
+def mutable(bounds: HyperparamSpace, hp: Any) -> list[str]:
+    """The hyperparameters evolution may change: those of ``hp`` (a member's, of its
+    algorithm's kind) whose bound says mutate, in the order of ``mutation.bounds``."""
+    own = {f.name for f in dataclasses.fields(hp)}
+    return [f.name for f in dataclasses.fields(bounds)
+            if f.name in own and getattr(bounds, f.name).mutate]
 
 
 def from_unit(b: Bound, u: float, integer: bool = False) -> float:
@@ -73,10 +76,11 @@ def starts(cfg: Config, rng: np.random.Generator) -> list[Start]:
     """Every member's start: the preset (``population.init: preset``), or a Latin hypercube
     over the search space (``sample``; with ``population.keep_preset`` member 0 is the preset)."""
     a, p, m = cfg.algo, cfg.population, cfg.mutation
-    preset = Start(dataclasses.asdict(initial_hyperparams(cfg)), list(a.hidden), False)
+    hp0 = initial_hyperparams(cfg)
+    preset = Start(dataclasses.asdict(hp0), list(a.hidden), False)
     if p.init == "preset":
         return [preset] * p.size
-    names = mutable(m.bounds)
+    names = mutable(m.bounds, hp0)
     arch = m.arch.max_layers > m.arch.min_layers or m.arch.max_width > m.arch.min_width
     u = latin_hypercube(p.size, len(names) + 2 * arch, rng)
     out = []
@@ -111,12 +115,12 @@ def perturb(name: str, value: float, factor: float, bounds: HyperparamSpace) -> 
     return float(min(max(value * factor, b.min), b.max))
 
 
-def explore(hp: Hyperparams, bounds: HyperparamSpace, factors: list[float], resample_p: float,
+def explore(hp: Any, bounds: HyperparamSpace, factors: list[float], resample_p: float,
             rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, str]]:
     """PBT's explore: every mutable hyperparameter is resampled from its prior (probability
     ``resample_p``) or multiplied by one of ``factors``. Returns (changes, op per name)."""
     changes, ops = {}, {}
-    for name in mutable(bounds):
+    for name in mutable(bounds, hp):
         old = getattr(hp, name)
         if rng.random() < resample_p:
             new, op = resample(name, bounds, rng), "resample"

@@ -127,6 +127,7 @@ class Trainer:
 
     def end_window(self, evolve: bool) -> bool:
         """Score the members, keep the best, select and mutate, log. True: the target is reached."""
+        self.runtime.finish_window()
         scores = self.evaluate()
         self.keep_best(scores)
         stop = evolve and self.target_reached(scores)

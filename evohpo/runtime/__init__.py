@@ -105,6 +105,11 @@ class Runtime(ABC):
         member ``matches[k][t]`` plays team ``t``'s agents. Returns each match's per-agent
         episode returns."""
 
+    def finish_window(self) -> None:
+        """At a window's end, before scoring: on-policy members learn on the rollouts they hold
+        (none spans two windows); nothing for off-policy ones."""
+        return None
+
     def window(self) -> WindowStats:
         return WindowStats(self.loss_stats, self.train_returns, self.dropped, self.restarts)
 
@@ -163,6 +168,18 @@ class Runtime(ABC):
     def load_buffer(self, state: dict[str, Any]) -> None: ...
 
     # ----------------------------------------------------------------------------- shared helpers
+    def learned(self, j: int, m: Member, metrics: dict[str, float]) -> None:
+        """Placed member ``j`` took a gradient step (or learned from a rollout): its losses into
+        the window's sums; a non-finite one marks it diverged."""
+        bad = [k for k, v in metrics.items() if not np.isfinite(v)]
+        if bad:
+            self.mark_diverged(m, f"non-finite {', '.join(bad)}")
+        stats = self.loss_stats[j]
+        for key, v in metrics.items():
+            name = key.split("/")[0]
+            stats[name] = stats.get(name, 0.0) + v
+        stats["n"] = stats.get("n", 0.0) + 1
+
     def mark_diverged(self, m: Member, why: str) -> None:
         if not m.diverged:
             m.diverged, m.diverged_why = True, why

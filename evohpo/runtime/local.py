@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,42 +26,21 @@ from evohpo.algos.base import Actions
 from evohpo.algos.buffer import ReplayBuffer, human_bytes
 from evohpo.algos.explore import Part, explore
 from evohpo.algos.fused import learn_together
+from evohpo.algos.onpolicy import sample
+from evohpo.algos.registry import on_policy
 from evohpo.config import Config
-from evohpo.devices import auto_choice, gpu_pays
+from evohpo.devices import auto_choice, resolve_device
 from evohpo.envs import VectorPool, make_pool
 from evohpo.envs.heuristics import Scripted
 from evohpo.envs.pool import StepResult
 from evohpo.envs.spec import EnvSpec
-from evohpo.errors import ConfigError, EnvError
+from evohpo.errors import EnvError
 from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
-from evohpo.runtime import Runtime
+from evohpo.runtime import Opponent, Runtime
 from evohpo.runtime.evaluate import Score, episode_returns, eval_pool, score
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to new allocations (Linux MemAvailable), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def check_memory(spec: EnvSpec, capacity: int, next_actions: bool = False) -> None:
-    """Refuse a replay memory that cannot fit: numpy would allocate lazily and fail much later."""
-    need = ReplayBuffer.bytes_for(spec, capacity, next_actions)
-    have = available_memory()
-    if have is not None and need > 0.9 * have:
-        raise ConfigError(f"config key 'buffer.capacity': {capacity:,} transitions need "
-                          f"{human_bytes(need)} but only {human_bytes(have)} of memory is "
-                          "available; lower buffer.capacity")
+from evohpo.runtime.memory import check_memory
+from evohpo.runtime.rollouts import Rollouts, member_rows
 
 
 def updates_per_learn(done: int, learn_step: int, gradient_steps: int,
@@ -81,19 +59,6 @@ def updates_per_learn(done: int, learn_step: int, gradient_steps: int,
         return math.floor(n * min_per_step + 1e-9)
 
     return max(gradient_steps, owed(done) - owed(done - learn_step))
-
-
-def resolve_device(cfg: Config) -> torch.device:
-    """``cfg.device``; ``auto``: a GPU where there is one and the networks are large enough to
-    gain from it (:func:`evohpo.devices.gpu_pays`), else the CPU."""
-    name = cfg.device
-    if name == "auto":
-        return torch.device("cuda" if gpu_pays(cfg) and torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"config key 'device': {name!r} asked for, but no CUDA device is "
-                          "available; use 'auto' or 'cpu'")
-    return dev
 
 
 def nonfinite_weights(algo: Algorithm) -> str | None:
@@ -117,8 +82,13 @@ class LocalRuntime(Runtime):
         self.pool: VectorPool = self.make_train_pool()
         # the same backend as training: a batched pool plays the episodes a PettingZoo pool would
         self.eval_pool = eval_pool(cfg, spec, cfg.eval.episodes)
-        check_memory(spec, cfg.buffer.capacity, self.next_actions)
-        self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device, self.next_actions)
+        # on-policy members learn from rollouts of their own; the others share a replay memory
+        self.rollouts = Rollouts() if on_policy(cfg) else None
+        self.pick = explore if self.rollouts is None else sample
+        self.buffer: ReplayBuffer | None = None
+        if self.rollouts is None:
+            check_memory(spec, cfg.buffer.capacity, self.next_actions)
+            self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device, self.next_actions)
         self.actor = PopulationActor(spec)
         # one per team, each acting for its own agents only
         self.team_actors = [PopulationActor(dataclasses.replace(spec, agents=agents))
@@ -131,8 +101,9 @@ class LocalRuntime(Runtime):
                          e.worker_timeout, e.backend)
 
     def start(self) -> None:
-        self.log.message(f"replay memory: {self.cfg.buffer.capacity:,} transitions, "
-                         f"{human_bytes(self.buffer.nbytes)} preallocated")
+        if self.buffer is not None:
+            self.log.message(f"replay memory: {self.cfg.buffer.capacity:,} transitions, "
+                             f"{human_bytes(self.buffer.nbytes)} preallocated")
         if self.obs is None:  # a restored runtime has its envs and observations back already
             self.obs = self.pool.reset(seed=self.pool_seed)
 
@@ -146,27 +117,38 @@ class LocalRuntime(Runtime):
         return taken
 
     def step(self) -> bool:
-        """One vector step: act, dispatch, learn while the envs run, store. False if it was lost."""
+        """One vector step: act, dispatch, learn while the envs run, store. False if it was lost.
+
+        On-policy members store the step in their rollouts and learn after it, once a rollout is
+        full: the next action comes from the policy that learned."""
         obs = self.obs
         assert obs is not None, "start() resets the pool before stepping"
         env_actions, stored = self.act(obs)
         try:
             self.pool.step_async(env_actions)
-            self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
+            if self.rollouts is None:
+                self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
             res = self.pool.step_wait()
         except EnvError as e:
             self.restart_pool(e)  # this step's transitions are lost, never stored as if complete
             return False
-        # what the policies that played each env do next (the other teams' next actions in
-        # the critics' targets): at the real next observation, without exploration noise
-        nxt = self.act(res.next_obs, noise=False)[1] if self.next_actions else None
         rewards = (res.rewards if self.shaping is None
                    else self.shaping(obs, res.rewards, res.next_obs, res.terminated))
-        self.dropped += self.buffer.add(obs, stored, rewards, res.next_obs, res.terminated,
-                                        res.alive, nxt)
+        if self.rollouts is not None:
+            self.rollouts.add(obs, stored, rewards, res.next_obs, res.terminated, res.alive,
+                              res.done)
+        else:
+            # what the policies that played each env do next (the other teams' next actions in
+            # the critics' targets): at the real next observation, without exploration noise
+            nxt = self.act(res.next_obs, noise=False)[1] if self.next_actions else None
+            assert self.buffer is not None
+            self.dropped += self.buffer.add(obs, stored, rewards, res.next_obs, res.terminated,
+                                            res.alive, nxt)
         self.track_episodes(res)
         self.obs = res.obs
         self.count_steps()
+        if self.rollouts is not None:
+            self.learn_rollouts()
         return True
 
     def act(self, obs: dict[str, np.ndarray], noise: bool = True
@@ -179,12 +161,13 @@ class LocalRuntime(Runtime):
 
         if self.slots is None:
             env_act, stored = self.actor.act([m.algo for m in self.members], rngs(self.members),
-                                             obs, self.done)
+                                             obs, self.done, self.pick)
         else:
             env_act, stored = {}, {}
             for t, actor in enumerate(self.team_actors):
                 playing = [self.members[slot[t]] for slot in self.slots]
-                e, s = (actor.act([m.algo for m in playing], rngs(playing), obs, self.done)
+                e, s = (actor.act([m.algo for m in playing], rngs(playing), obs, self.done,
+                                  self.pick)
                         if self.opponents is None
                         else self.act_with_past(t, actor, playing, obs, noise))
                 env_act.update(e)
@@ -238,7 +221,7 @@ class LocalRuntime(Runtime):
         for j, m in enumerate(self.members):
             while m.learn_acc >= m.hp.learn_step:
                 m.learn_acc -= m.hp.learn_step
-                if not ready or len(self.buffer) < m.hp.batch_size:
+                if not ready or self.held() < m.hp.batch_size:
                     continue
                 owed[j] += updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
                                              self.cfg.algo.gradient_steps,
@@ -248,18 +231,30 @@ class LocalRuntime(Runtime):
             if not who:
                 break
             ms = [self.members[j] for j in who]
+            assert self.buffer is not None
             batch, rows = self.buffer.sample_each([m.hp.batch_size for m in ms],
                                                   [m.rng for m in ms])
             for j, m, metrics in zip(who, ms, learn_together([m.algo for m in ms], batch, rows),
                                      strict=True):
-                bad = [k for k, v in metrics.items() if not np.isfinite(v)]
-                if bad:
-                    self.mark_diverged(m, f"non-finite {', '.join(bad)}")
-                stats = self.loss_stats[j]
-                for key, v in metrics.items():
-                    name = key.split("/")[0]
-                    stats[name] = stats.get(name, 0.0) + v
-                stats["n"] = stats.get("n", 0.0) + 1
+                self.learned(j, m, metrics)
+
+    # ----------------------------------------------------------------------------- on-policy
+    def place(self, members: list[Member], slots: list[list[int]] | None = None,
+              opponents: list[tuple[int, Opponent]] | None = None) -> None:
+        super().place(members, slots, opponents)
+        if self.rollouts is not None:
+            self.rollouts.place(len(self.members))
+
+    def learn_rollouts(self, finish: bool = False) -> None:
+        """On-policy members with a full rollout (``finish``: any) learn from it."""
+        assert self.rollouts is not None
+        ready = self.env_steps >= self.cfg.evolution.learning_delay
+        rows = member_rows(len(self.members), self.k, self.slots)
+        self.rollouts.learn(self.members, rows, ready, self.learned, finish)
+
+    def finish_window(self) -> None:
+        if self.rollouts is not None:
+            self.learn_rollouts(finish=True)
 
     def track_episodes(self, res: StepResult) -> None:
         self.ep_return += sum(res.rewards[a] for a in self.fitness_agents)
@@ -328,10 +323,25 @@ class LocalRuntime(Runtime):
         return self.obs
 
     def buffer_state(self) -> dict[str, Any]:
+        """The replay memory; on-policy: the rollouts being collected (a window stopped
+        part-way)."""
+        if self.rollouts is not None:
+            return self.rollouts.state_dict()
+        assert self.buffer is not None
         return self.buffer.state_dict()
 
     def load_buffer(self, state: dict[str, Any]) -> None:
-        self.buffer.load_state_dict(state)
+        if self.rollouts is not None:
+            self.rollouts.load_state_dict(state)
+        elif self.buffer is not None:
+            self.buffer.load_state_dict(state)
+
+    def held(self) -> int:
+        """Transitions the replay memory holds (on-policy: steps the rollouts hold)."""
+        if self.rollouts is not None:
+            return len(self.rollouts.steps)
+        assert self.buffer is not None
+        return len(self.buffer)
 
     def close(self) -> None:
         self.pool.close()

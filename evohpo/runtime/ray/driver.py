@@ -29,8 +29,7 @@ import torch
 
 from evohpo import config as C
 from evohpo.algos.buffer import ReplayBuffer, human_bytes
-from evohpo.algos.generators import generator_fits
-from evohpo.checkpoint import map_tree, rng_from
+from evohpo.algos.registry import on_policy
 from evohpo.envs.spec import EnvSpec
 from evohpo.errors import EvohpoError
 from evohpo.evolve.member import Member
@@ -38,14 +37,9 @@ from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import Score
 from evohpo.runtime.ray import connect, group, recovery, require_ray, resolve_resources
+from evohpo.runtime.ray.books import take_members, writable
 from evohpo.runtime.ray.group import MemberGroup, group_config, member_state
 from evohpo.runtime.ray.recovery import first_line
-
-
-def writable(obj: Any) -> Any:
-    """Copies of the read-only arrays Ray hands out (zero-copy views of its object store)."""
-    return map_tree(obj, lambda x: x.copy() if isinstance(x, np.ndarray) and not x.flags.writeable
-                    else x)
 
 
 class RayRuntime(Runtime):
@@ -55,6 +49,7 @@ class RayRuntime(Runtime):
         d = cfg.distributed
         super().__init__(cfg, spec, log, pool_seed, fitness_agents, run_dir)
         self.device = torch.device("cpu")  # the driver only selects, mutates and saves members
+        self.on_policy = on_policy(cfg)  # members learn from rollouts of their own
         self.owns_ray = connect(d.address)
         self.actors: list[Any] = []
         try:
@@ -142,10 +137,11 @@ class RayRuntime(Runtime):
                          f"members on {self.infos[0]['device']}")
         window = self.cfg.evolution.evo_steps * self.cfg.population.size
         nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity, self.next_actions)
-        self.log.message(f"ray: experience sharing moves ~"
-                         f"{human_bytes(window * self.row_bytes * (n - 1))} per window ({window:,} "
-                         f"transitions x {self.row_bytes} B x {n - 1} other actors); every actor "
-                         f"keeps a {human_bytes(nbytes)} replay copy")
+        if not self.on_policy:  # on-policy members learn from their own rollouts: nothing shared
+            self.log.message(f"ray: experience sharing moves ~"
+                             f"{human_bytes(window * self.row_bytes * (n - 1))} per window "
+                             f"({window:,} transitions x {self.row_bytes} B x {n - 1} other "
+                             f"actors); every actor keeps a {human_bytes(nbytes)} replay copy")
         self.push_loop()
         if self.obs is None:  # a restored runtime has its envs back already
             self.reset_envs(self.pool_seed)
@@ -174,7 +170,8 @@ class RayRuntime(Runtime):
                 self.absorb(g, r)
         lost = {g: r for g, r in enumerate(reports) if isinstance(r, Exception)}
         live = [g for g in range(len(calls)) if g not in lost]
-        self.share([calls[g][1] for g in live], live)
+        if not self.on_policy:
+            self.share([calls[g][1] for g in live], live)
         self.timing["collect"] += t1 - t0
         self.timing["share"] += time.perf_counter() - t1
         for g, err in lost.items():
@@ -189,24 +186,17 @@ class RayRuntime(Runtime):
         return [a.run.options(num_returns=2).remote(n, share, self.restarts)
                 for a in self.actors]
 
+    def finish_window(self) -> None:
+        """On-policy members learn on the rollouts their actors hold; the driver takes their
+        states back."""
+        if self.on_policy:
+            for g, report in enumerate(self.call_all("finish")):
+                self.absorb_members(g, report)
+
     def absorb(self, g: int, report: dict[str, Any]) -> None:
         """Take an actor's window into the driver's books: its members' states and its
         statistics."""
-        for i, (j, st) in enumerate(zip(self.held(g), report["members"], strict=True)):
-            m = self.members[j]
-            algo = st["algo"]
-            # a GPU actor's stream: kept for it as is
-            if not generator_fits(algo["gen"], m.algo.device):
-                self.device_gens[m.id] = algo["gen"]
-                algo = {**algo, "gen": m.algo.gen.get_state()}
-            m.algo.load_state_dict(algo)
-            m.rng = rng_from(st["rng"])
-            m.steps, m.learn_acc = st["steps"], st["learn_acc"]
-            if st["diverged"]:
-                self.mark_diverged(m, st["diverged_why"])
-            stats = self.loss_stats[j]
-            for key, v in report["loss_stats"][i].items():
-                stats[key] = stats.get(key, 0.0) + v
+        self.absorb_members(g, report)
         self.train_returns.extend(report["train_returns"])
         self.dropped += report["dropped"]
         self.restarts += report["restarts"] - self.restarts_before
@@ -215,6 +205,9 @@ class RayRuntime(Runtime):
         for a, o in report["obs"].items():
             self.obs[a][e] = o
         self.done[e], self.ep_return[e] = report["done"], report["ep_return"]
+
+    def absorb_members(self, g: int, report: dict[str, Any]) -> None:
+        take_members(self, g, report)
 
     def share(self, rows: list[Any], live: list[int]) -> None:
         """Every live actor appends the other live actors' new rows (actor to actor, by
@@ -315,10 +308,16 @@ class RayRuntime(Runtime):
         return {a: np.concatenate([p[a] for p in parts]) for a in self.spec.agents}
 
     def buffer_state(self) -> dict[str, Any]:
-        """Actor 0's copy (the others hold the same rows, in another order within each window)."""
+        """Actor 0's copy (the others hold the same rows, in another order within each window);
+        on-policy: every actor's rollouts."""
+        if self.on_policy:
+            return {"groups": writable(self.call_all("buffer_state"))}
         return writable(self.call_all("buffer_state", only=[0])[0])
 
     def load_buffer(self, state: dict[str, Any]) -> None:
+        if self.on_policy:
+            self.call_all("load_buffer", lambda g: (state["groups"][g],))
+            return
         ref = self.ray.put(state)  # stored once, read by every actor
         self.call_all("load_buffer", lambda g: (ref,))
 

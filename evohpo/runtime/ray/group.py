@@ -166,18 +166,28 @@ class MemberGroup:
         """
         t = self.t
         t.restarts = restarts
-        since = t.buffer.added
+        since = t.buffer.added if t.buffer is not None else 0
         t.collect(n, env_steps, 0)
         report = {"members": [member_state(m) for m in t.members], "loss_stats": t.loss_stats,
                   "train_returns": t.train_returns, "dropped": t.dropped, "restarts": t.restarts,
                   "obs": t.obs, "done": t.done, "ep_return": t.ep_return}
         t.dropped = 0
         t.new_window()
-        return report, new_rows(t.buffer, since)
+        return report, {} if t.buffer is None else new_rows(t.buffer, since)
+
+    def finish(self) -> dict[str, Any]:
+        """The window's end: on-policy members learn on the rollouts they hold; their states
+        and losses for the driver."""
+        t = self.t
+        t.finish_window()
+        report = {"members": [member_state(m) for m in t.members], "loss_stats": t.loss_stats}
+        t.new_window()
+        return report
 
     def receive(self, *blocks: Rows) -> int:
         """Append the other groups' rows of this window to this group's replay copy."""
-        return sum(add_rows(self.t.buffer, rows) for rows in blocks)
+        buf = self.t.buffer
+        return 0 if buf is None else sum(add_rows(buf, rows) for rows in blocks)
 
     def evaluate(self, seed: int) -> list[tuple[Score, bool, str]]:
         """Each member's (score, diverged, why) on episodes of ``seed``."""
@@ -203,7 +213,7 @@ class MemberGroup:
 
     def load_buffer(self, state: dict[str, Any]) -> int:
         self.t.load_buffer(state)
-        return len(self.t.buffer)
+        return self.t.held()
 
     def close(self) -> None:
         self.t.close()

@@ -1,0 +1,273 @@
+"""IPPO and MAPPO: the estimator, the losses and the normaliser against hand-computed values;
+bootstrapping at truncation through the runtime; copies, checkpoints and exact resume; teams."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from evohpo.algos import build_algo
+from evohpo.algos.explore import Part
+from evohpo.algos.onpolicy import (
+    ValueNorm,
+    entropy,
+    gae,
+    log_prob,
+    sample,
+    surrogate,
+    value_loss,
+)
+from evohpo.cli import main
+from evohpo.config import load
+from evohpo.envs import spec_for
+from tests.test_trainer import read_jsonl, strip_time
+
+T = torch.tensor
+
+
+def test_gae_matches_hand_computed_values_with_truncation_and_termination() -> None:
+    """Three steps of one env: a step mid-episode, a truncated step (bootstraps from its real
+    final observation, ends the chain), then a terminated one (no bootstrap)."""
+    g, lam = 0.9, 0.5
+    r = T([[1.0], [2.0], [3.0]])
+    v = T([[0.5], [1.0], [2.0]])
+    v_next = T([[1.0], [4.0], [7.0]])  # V(next obs): the truncated step's is its final obs's
+    term = T([[0.0], [0.0], [1.0]])
+    done = T([[0.0], [1.0], [1.0]])
+    adv, ret = gae(r, v, v_next, term, done, g, lam)
+    d2 = 3.0 - 2.0                     # terminated: no bootstrap
+    d1 = 2.0 + g * 4.0 - 1.0           # truncated: bootstraps from V(final obs)
+    d0 = 1.0 + g * 1.0 - 0.5
+    a1 = d1                            # the episode ended: the chain stops
+    a0 = d0 + g * lam * a1
+    np.testing.assert_allclose(adv[:, 0].numpy(), [a0, a1, d2], rtol=1e-6)
+    np.testing.assert_allclose(ret[:, 0].numpy(), [a0 + 0.5, a1 + 1.0, d2 + 2.0], rtol=1e-6)
+
+
+def test_gae_with_lambda_one_is_the_discounted_return_to_the_bootstrap() -> None:
+    rng = np.random.default_rng(0)
+    r = torch.as_tensor(rng.normal(size=(6, 2)), dtype=torch.float32)
+    v = torch.as_tensor(rng.normal(size=(6, 2)), dtype=torch.float32)
+    v_next = torch.cat([v[1:], T([[0.3, -0.7]])])
+    zeros = torch.zeros(6, 2)
+    _, ret = gae(r, v, v_next, zeros, zeros, 0.95, 1.0)
+    expected = np.zeros((6, 2))
+    running = np.array([0.3, -0.7])
+    for t in range(5, -1, -1):
+        running = r[t].numpy() + 0.95 * running
+        expected[t] = running
+    np.testing.assert_allclose(ret.numpy(), expected, rtol=1e-5)
+
+
+def test_clipped_surrogate_and_value_loss_match_hand_computed_values() -> None:
+    c = 0.2
+    logp_old = torch.zeros(4)
+    logp = torch.log(T([1.5, 0.5, 1.1, 0.7]))  # ratios
+    adv = T([1.0, 1.0, -2.0, -2.0])
+    got = surrogate(logp, logp_old, adv, c)
+    # min(r A, clip(r) A): 1.5 -> clipped to 1.2 (A > 0); 0.5 -> 0.5 (smaller unclipped);
+    # A < 0: 1.1 -> -2.2 (unclipped is smaller); 0.7 -> clip 0.8 gives -1.6, unclipped -1.4
+    np.testing.assert_allclose(got.numpy(), [1.2, 0.5, -2.2, -1.6], rtol=1e-6)
+    v_old, ret = T([0.0, 0.0, 1.0]), T([1.0, -1.0, 1.0])
+    v = T([0.5, -0.1, 2.0])
+    # row 0: (0.5-1)^2 = .25 vs clipped 0.2: (0.2-1)^2 = .64 -> .64; row 1: 0.81 vs 0.81;
+    # row 2: (2-1)^2 = 1 vs clipped 1.2: 0.04 -> 1
+    np.testing.assert_allclose(value_loss(v, v_old, ret, c).numpy(), [0.64, 0.81, 1.0],
+                               rtol=1e-6)
+
+
+def test_log_prob_and_entropy_of_both_heads() -> None:
+    spec = spec_for(load([{"env": {"name": "simple_speaker_listener",
+                                   "kwargs": {"continuous_actions": True}}}]).env)
+    s = spec[spec.agents[0]]
+    out, log_std = T([[0.1, -0.2, 0.3]])[:, :s.act_dim], torch.full((s.act_dim,), -0.5)
+    act = out + 0.4
+    want = sum(-0.5 * (0.4 / math.exp(-0.5)) ** 2 + 0.5 - 0.5 * math.log(2 * math.pi)
+               for _ in range(s.act_dim))
+    assert float(log_prob(s, out, log_std, act)) == pytest.approx(want, rel=1e-5)
+    want_h = s.act_dim * (-0.5 + 0.5 * (1 + math.log(2 * math.pi)))
+    assert float(entropy(s, out, log_std)[0]) == pytest.approx(want_h, rel=1e-5)
+    d = spec_for(load([{"env": {"name": "simple_spread"}}]).env)
+    sd = d[d.agents[0]]
+    logits = T([[1.0, 2.0, 0.0, 0.0, -1.0]])
+    p = torch.softmax(logits, -1)
+    assert float(log_prob(sd, logits, None, T([[1.0]]))) == pytest.approx(math.log(p[0, 1]))
+    assert float(entropy(sd, logits, None)[0]) == pytest.approx(float(-(p * p.log()).sum()))
+
+
+def test_value_norm_matches_the_statistics_of_everything_seen() -> None:
+    rng = np.random.default_rng(1)
+    batches = [rng.normal(3.0, 2.0, size=n) for n in (5, 40, 1, 17)]
+    vn = ValueNorm()
+    for b in batches:
+        vn.update(torch.as_tensor(b))
+    allx = np.concatenate(batches)
+    assert vn.mean == pytest.approx(allx.mean()) and vn.var == pytest.approx(allx.var())
+    x = T([1.0, 5.0])
+    np.testing.assert_allclose(vn.denormalize(vn.normalize(x)).numpy(), x.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(vn.normalize(x).numpy(), (x.numpy() - allx.mean()) / allx.std(),
+                               rtol=1e-5)
+
+
+def cfg_for(name: str, **extra: object) -> Any:
+    layer = {"algo": {"name": name, "hidden": [16], "rollout": 4, "epochs": 2,
+                      "minibatches": 2},
+             "env": {"name": "simple_spread", "num_envs": 4, "pool": "sync",
+                     "backend": "batched"},
+             "population": {"size": 2}, "evolution": {"evo_steps": 16, "learning_delay": 0},
+             "eval": {"episodes": 2}}
+    return load([layer, extra])
+
+
+@pytest.mark.parametrize("algo", ["ippo", "mappo"])
+def test_sampled_actions_stay_in_bounds_and_deterministic_ones_are_the_squashed_mean(
+        algo: str) -> None:
+    cfg = load([{"algo": {"name": algo}, "env": {"name": "simple_speaker_listener",
+                                                  "kwargs": {"continuous_actions": True}}}])
+    spec = spec_for(cfg.env)
+    ppo = build_algo(cfg, spec, 0, "cpu")
+    rng = np.random.default_rng(0)
+    obs = {a: rng.normal(size=(64, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
+    env_act, stored = ppo.act(obs, np.random.default_rng(1))
+    det, _ = ppo.act(obs, None)
+    for a in spec.agents:
+        s = spec[a]
+        assert (env_act[a] >= s.low).all() and (env_act[a] <= s.high).all()
+        out = ppo.policy_output(a, obs[a])
+        np.testing.assert_allclose(det[a], s.low + (s.high - s.low) / (1 + np.exp(-out)),
+                                   rtol=1e-5)
+        # the stored draw is the pre-squash sample; its spread is the policy's std
+        assert np.std(stored[a] - out) == pytest.approx(float(np.exp(-0.5)), rel=0.15)
+    # the population sampler gives each member's own draws
+    parts = [Part(ppo, np.random.default_rng(1), slice(0, 64), None)]
+    outs = {a: ppo.policy_output(a, obs[a]) for a in spec.agents}
+    _, s2 = sample(spec, outs, parts)
+    for a in spec.agents:
+        np.testing.assert_array_equal(s2[a], stored[a])
+
+
+def test_the_runtime_bootstraps_a_truncated_step_from_its_real_final_observation(
+        tmp_path: Path) -> None:
+    """A rollout spanning an episode's end: at the truncated step the stored next observation is
+    the episode's last (not the reset one that the next step starts from), and the step is
+    marked done but not terminated."""
+    from evohpo.logs.loggers import Logger
+    from evohpo.runtime.local import LocalRuntime
+
+    cfg = cfg_for("mappo", algo={"rollout": 1000}, env={"kwargs": {"max_cycles": 5}})
+    spec = spec_for(cfg.env)
+    rt = LocalRuntime(cfg, spec, Logger(), 0, list(spec.agents))
+    from evohpo.evolve.member import Member
+
+    members = [Member(i, None, build_algo(cfg, spec, i, "cpu"), np.random.default_rng(i))
+               for i in range(2)]
+    rt.start()
+    rt.place(members)
+    rt.collect(7, 0, 0)
+    ro = rt.rollouts.rollout(0, slice(0, 2))
+    assert ro.steps == 7
+    assert ro.done[4].all() and not ro.done[3].any()
+    a = spec.agents[0]
+    assert not ro.terminated[a].any()
+    # the next step starts from the reset observation, not from the final one
+    assert not np.allclose(ro.next_obs[a][4], ro.obs[a][5])
+    np.testing.assert_array_equal(ro.next_obs[a][3], ro.obs[a][4])
+    rt.close()
+
+
+@pytest.mark.parametrize("algo", ["ippo", "mappo"])
+def test_a_copy_carries_weights_optimizer_and_normaliser_and_learns_alone(algo: str) -> None:
+    cfg = cfg_for(algo)
+    spec = spec_for(cfg.env)
+    from evohpo.evolve.member import Member
+    from evohpo.logs.loggers import Logger
+    from evohpo.runtime.local import LocalRuntime
+
+    rt = LocalRuntime(cfg, spec, Logger(), 0, list(spec.agents))
+    members = [Member(i, None, build_algo(cfg, spec, i, "cpu"), np.random.default_rng(i))
+               for i in range(2)]
+    rt.start()
+    rt.place(members)
+    rt.collect(12, 0, 0)
+    algo0 = members[0].algo
+    assert algo0.updates == 3 and all(v.count > 0 for v in algo0.value_norms.values())
+    twin = algo0.clone(seed=5)
+    a = spec.agents[0]
+    assert twin.value_norms[a].state_dict() == algo0.value_norms[a].state_dict()
+    assert twin.value_norms[a] is not algo0.value_norms[a]
+    sd, tw = algo0.state_dict(), twin.state_dict()
+    for x, y in zip(sd["actor_opts"][a]["state"].values(), tw["actor_opts"][a]["state"].values(),
+                    strict=True):
+        torch.testing.assert_close(x["exp_avg"], y["exp_avg"])
+    before = copy.deepcopy(algo0.state_dict())
+    rt.place([members[1], Member(9, 0, twin, np.random.default_rng(9))])
+    rt.collect(8, 0, 0)  # the copy learns; the original does not move
+    after = algo0.state_dict()
+    torch.testing.assert_close(after["actors"], before["actors"])
+    assert after["value_norms"] == before["value_norms"]
+    assert twin.value_norms[a].count > algo0.value_norms[a].count
+    rt.close()
+
+
+ARGS = ["--env", "simple_spread", "--quiet", "--set", "env.pool=sync",
+        "--set", "env.backend=batched", "--set", "env.num_envs=8",
+        "--set", "population.size=2", "--set", "evolution.evo_steps=48",
+        "--set", "evolution.learning_delay=0", "--set", "algo.hidden=[16]",
+        "--set", "algo.rollout=5", "--set", "algo.epochs=2", "--set", "algo.minibatches=2",
+        "--set", "eval.episodes=2", "--set", "evolution.strategy=tournament",
+        "--set", "mutation.none=0", "--set", "mutation.weights=1",
+        "--set", "mutation.hyperparameters=1", "--set", "mutation.architecture=1"]
+
+
+def logs(run: Path) -> tuple[list[dict], list[dict]]:
+    return strip_time(read_jsonl(run / "metrics.jsonl")), read_jsonl(run / "lineage.jsonl")
+
+
+@pytest.mark.parametrize("algo", ["ippo", "mappo"])
+def test_resume_mid_window_equals_the_uninterrupted_run(tmp_path: Path, algo: str) -> None:
+    """Stopped mid-window with a rollout half full (its steps travel in the checkpoint), then
+    resumed: the same metrics and lineage as the run that never stopped. Windows of 12 steps
+    against rollouts of 5: every window ends with a short rollout learned at its end."""
+    def train(run: Path, steps: int) -> int:
+        return main(["train", "--algo", algo, *ARGS, "--steps", str(steps), "--run-dir",
+                     str(run)])
+
+    assert train(tmp_path / "full", 480) == 0
+    assert train(tmp_path / "part", 208) == 0  # 26 vector steps: 2 into a window and a rollout
+    assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "480", "--quiet"]) == 0
+    full, part = logs(tmp_path / "full"), logs(tmp_path / "part")
+    assert part == full
+    kinds = {r["kind"] for r in full[1]}
+    assert {"architecture", "hyperparameters", "weights"} & kinds, kinds
+    assert all(math.isfinite(r["eval/best_fitness"]) for r in full[0])
+
+
+def test_teams_with_an_on_policy_learner_train_and_resume(tmp_path: Path) -> None:
+    """A population per team, cross-play, each member learning its own team's agents."""
+    args = ["--algo", "ippo", "--env", "simple_adversary", "--quiet", "--set", "env.pool=sync",
+            "--set", "env.backend=batched", "--set", "env.num_envs=8",
+            "--set", "population.size=2", "--set", "evolution.evo_steps=40",
+            "--set", "evolution.learning_delay=0", "--set", "algo.hidden=[16]",
+            "--set", "algo.rollout=5", "--set", "eval.episodes=2",
+            "--set", "games.reference_episodes=0"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert main(["train", *args, "--steps", "320", "--run-dir", str(full)]) == 0
+    assert main(["train", *args, "--steps", "176", "--run-dir", str(part)]) == 0
+    assert main(["train", "--resume", str(part), "--steps", "320", "--quiet"]) == 0
+    assert logs(part) == logs(full)
+    lines = read_jsonl(full / "metrics.jsonl")
+    assert any("team/" in k or "adversary" in k for k in lines[-1]), sorted(lines[-1])
+    from evohpo import checkpoint
+
+    meta, tensors = checkpoint.load(full / "checkpoints" / "latest.pt")
+    teams = {m["team"] for m in meta["members"]}
+    assert len(teams) == 2
+    # each member trained its own team's agents only: the others' actors are as initialised
+    for m, st in zip(meta["members"], tensors["members"], strict=True):
+        assert set(st["learners"]) < set(st["actors"]), (m["team"], st["learners"])
