@@ -217,10 +217,10 @@ def speed_sections() -> str:
     out.append(f"## Side by side with AgileRL {ag['agilerl_version']}\n\n`{ag['command']}` "
                f"({ag['machine']}, {ag['date']}; {ag['env']}, {ag['algo']}; fitness: "
                f"{ag['fitness']})\n")
-    out.append(table(["AgileRL threads", "our envs", "AgileRL env steps/s", "evohpo env steps/s",
-                      "ratio", "fitness at AgileRL's end: AgileRL / evohpo"],
-                     [[r["agilerl_threads"], r["our_envs"], f"{r['agilerl_env_steps_per_s']:,}",
-                       f"{r['evohpo_env_steps_per_s']:,}",
+    out.append(table(["measured", "AgileRL threads", "our envs", "AgileRL env steps/s",
+                      "evohpo env steps/s", "ratio", "fitness at AgileRL's end: AgileRL / evohpo"],
+                     [[r["when"], r["agilerl_threads"], r["our_envs"],
+                       f"{r['agilerl_env_steps_per_s']:,}", f"{r['evohpo_env_steps_per_s']:,}",
                        f"{r['evohpo_env_steps_per_s'] / r['agilerl_env_steps_per_s']:.1f}x",
                        f"{r['agilerl_fitness']} / {r['evohpo_fitness_at_wall']}"]
                       for r in ag["rows"]]))

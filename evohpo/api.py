@@ -187,6 +187,7 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     cfg, found = resolve(config, algo=algo, env=env, steps=steps, seed=seed, overrides=overrides)
     cfg = with_settings(cfg, backend, wandb=wandb)
     from evohpo.runtime.backends import runtime_class
+    from evohpo.algos.registry import on_policy
     from evohpo.runtime.memory import check_memory
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
@@ -197,7 +198,9 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     # field the runtime will add) are refused before a run directory appears
     spec = spec_for(cfg.env)
     check(cfg, spec)
-    check_memory(spec, cfg.buffer.capacity, keeps_next_actions(cfg, playing_teams(cfg, spec)))
+    if not on_policy(cfg):  # on-policy learners keep no replay memory
+        check_memory(spec, cfg.buffer.capacity,
+                     keeps_next_actions(cfg, playing_teams(cfg, spec)))
     path = prepare_run_dir(Path(run_dir) if run_dir else default_run_dir(cfg), overwrite)
     return _run(cfg, path, None, [*notes, *found], callbacks, quiet, loggers)
 

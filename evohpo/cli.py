@@ -154,11 +154,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def build_parser() -> Parser:
     p = Parser(prog="evohpo",
-               description="Evolve populations of MADDPG / MATD3 agents on PettingZoo envs.")
+               description="Evolve populations of MADDPG, MATD3, IPPO or MAPPO agents on "
+                           "PettingZoo envs.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     t = sub.add_parser("train", help="train a population")
-    t.add_argument("--algo", help="maddpg or matd3 (default from config: matd3)")
+    t.add_argument("--algo", help="maddpg, matd3, ippo or mappo (default from config: matd3)")
     t.add_argument("--env", help="env short name (see 'evohpo envs') or module:factory")
     t.add_argument("--config", help="YAML config file")
     t.add_argument("--steps", type=whole("steps"),

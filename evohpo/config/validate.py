@@ -10,6 +10,12 @@ from evohpo.config.schema import Bound, Config
 from evohpo.errors import ConfigError
 
 
+def _on_policy() -> tuple[str, ...]:
+    from evohpo.algos.switches import ON_POLICY
+
+    return tuple(ON_POLICY)
+
+
 def validate(cfg: Config) -> None:
     """Checks that involve more than one key."""
     pop = cfg.population.size
@@ -89,6 +95,15 @@ def validate(cfg: Config) -> None:
                           "its own share of a GPU; use 'auto' or 'cuda' with "
                           "distributed.gpus_per_actor")
     value = cfg.games.scripted_opponents
+    if cfg.algo.name in _on_policy():
+        if value:
+            raise ConfigError(f"config key 'games.scripted_opponents': {value} is for off-policy "
+                              f"learners; {cfg.algo.name} learns only from what its own policy "
+                              "played; set it to 0")
+        if cfg.games.opponent_actions != "played":
+            raise ConfigError(f"config key 'games.opponent_actions': "
+                              f"{cfg.games.opponent_actions!r} models the other teams in "
+                              f"off-policy critics; {cfg.algo.name} takes 'played'")
     if value and (cfg.env.num_envs // pop) % 2:
         raise ConfigError(f"config key 'games.scripted_opponents': {value} plays the scripted "
                           "heuristic in half of each member's envs, so env.num_envs / "
