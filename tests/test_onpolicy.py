@@ -271,3 +271,67 @@ def test_teams_with_an_on_policy_learner_train_and_resume(tmp_path: Path) -> Non
     # each member trained its own team's agents only: the others' actors are as initialised
     for m, st in zip(meta["members"], tensors["members"], strict=True):
         assert set(st["learners"]) < set(st["actors"]), (m["team"], st["learners"])
+
+
+def test_eval_reproduces_the_kept_members_fitness_and_export_acts_like_it(tmp_path: Path) -> None:
+    """The kept member of an IPPO run with continuous actions: `eval` plays the trainer's
+    episodes to the same return, and the exported actors act like its deterministic policy."""
+    import json
+
+    from evohpo import checkpoint
+    from evohpo.playback import load as playback
+    from evohpo.runtime import evaluate as play
+
+    run = tmp_path / "r"
+    assert main(["train", "--algo", "ippo", "--env", "simple_speaker_listener", "--quiet",
+                 "--steps", "640", "--set", "env.pool=sync", "--set", "env.num_envs=4",
+                 "--set", "population.size=2", "--set", "evolution.evo_steps=160",
+                 "--set", "evolution.learning_delay=0", "--set", "algo.rollout=10",
+                 "--set", "algo.hidden=[16]", "--set", "eval.episodes=2", "--set", "device=cpu",
+                 "--set", "env.kwargs.continuous_actions=true", "--run-dir", str(run)]) == 0
+    meta, _ = checkpoint.load(run / "checkpoints" / "best.pt")
+    best = meta["member"]
+    cfg, spec, algo, _ = playback.load_member(run, "best")
+    assert type(algo).__name__ == "PPO" and algo.updates > 0
+    returns = play.play(cfg, algo, spec, best["episodes"], best["eval_seed"])
+    assert sum(returns[a].mean() for a in spec.agents) == pytest.approx(best["fitness"], abs=1e-9)
+    out = tmp_path / "export"
+    assert main(["export", str(run), "--out", str(out)]) == 0
+    note = json.loads((out / "spaces.json").read_text())
+    rng = np.random.default_rng(0)
+    obs = {a: rng.normal(size=(5, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
+    expected, _ = algo.act(obs, None)
+    for a in spec.agents:
+        policy = torch.export.load(out / note["agents"][a]["file"]).module()
+        got = policy(torch.from_numpy(obs[a])).numpy()
+        np.testing.assert_allclose(got, expected[a], atol=1e-6)
+
+
+def test_evolution_moves_only_the_on_policy_hyperparameters_within_their_bounds() -> None:
+    """Mutations and sampled starts of an on-policy member reach every one of its evolvable
+    hyperparameters (integers stay integers) and never an off-policy one."""
+    import dataclasses
+
+    from evohpo.algos.base import OnPolicyHyperparams
+    from evohpo.algos.registry import initial_hyperparams
+    from evohpo.evolve import space
+    from evohpo.evolve.mutations import mutate_hyperparameter
+
+    cfg = cfg_for("mappo", population={"size": 8, "init": "sample"}, env={"num_envs": 8})
+    hp = initial_hyperparams(cfg)
+    assert isinstance(hp, OnPolicyHyperparams)
+    own = {f.name for f in dataclasses.fields(hp)}
+    rng = np.random.default_rng(0)
+    moved: set[str] = set()
+    for _ in range(600):
+        change = mutate_hyperparameter(hp, cfg.mutation, rng)
+        moved |= set(change.changes)
+        hp = dataclasses.replace(hp, **change.changes)
+        for name in own:
+            b, v = getattr(cfg.mutation.bounds, name), getattr(hp, name)
+            assert b.min <= v <= b.max, (name, v)
+            assert isinstance(v, int) == (name in space.INT_HPS), (name, v)
+    assert moved == own
+    starts = space.starts(cfg, np.random.default_rng(1))
+    assert all(set(s.hyperparams) == own for s in starts)
+    assert len({s.hyperparams["rollout"] for s in starts[1:]}) > 1  # sampled, not the preset
