@@ -97,7 +97,9 @@ def presets_table(readme: bool) -> str:
     rows = []
     for p in data("presets.json"):
         reach = "<br>".join(preset_reach(p, readme))
-        rows.append([f"`{p['preset']}`", p["env"], budget(p["steps"]), reach, preset_scale(p),
+        spent = (f"{p['wall_minutes']:g} min ({budget(p['steps'])})" if "wall_minutes" in p
+                 else budget(p["steps"]))
+        rows.append([f"`{p['preset']}`", p["env"], spent, reach, preset_scale(p),
                      f"`{p['command']}`"])
     return table(["preset", "env", "budget", "what it reaches", "reference scale", "command"],
                  rows)
@@ -293,7 +295,8 @@ def wall_section() -> str:
                                     lambda r: (r["env"], r["minutes"])).items():
         by = group(rs, lambda r: r["algo"])
         out.append(f"### {env}, {minutes:g} minutes\n\n`python benchmarks/wall_budget.py --env "
-                   f"{env} --algos {','.join(by)} --minutes {minutes:g}` ({rs[0]['machine']}, "
+                   f"{env} --algos {','.join(by)} --minutes {minutes:g} --parallel "
+                   f"{rs[0]['parallel']}` ({rs[0]['machine']}, "
                    f"{rs[0]['date']})\n")
         out.append(table(["algo", "seeds", "kept member: mean +- sd", "per seed", "env steps",
                           "wall (s)"],

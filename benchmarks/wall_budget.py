@@ -5,9 +5,9 @@
         [--jsonl benchmarks/results/wall_budget.jsonl] [--set key=value ...]
 
 Each (algo, seed) trains the algorithm's shipped preset for the env (``evohpo train --algo A
---env E --seed S``) and stops at the last generation whose next window would end past the
-wall-time budget, so every run ends within it. The kept member (``checkpoints/best.pt``, what
-``evohpo eval`` and ``export`` use) is then played on 100 fresh episodes (seeds 10**6 + k),
+--env E --seed S``) and stops at the first generation after which one more window, 10% longer
+than the last, would end past the wall-time budget. The kept member (``checkpoints/best.pt``,
+what ``evohpo eval`` and ``export`` use) is then played on 100 fresh episodes (seeds 10**6 + k),
 noise-free, and its return summed over agents is recorded with the run's env steps and wall
 time. ``--parallel 2`` runs two trainings at once: each run is one Python process with one torch
 thread, so on a 2-core machine two runs side by side each keep a core (the wall times printed
@@ -49,7 +49,7 @@ def one(algo: str, env: str, seed: int, minutes: float, out: str,
     def stop(info: api.GenerationInfo) -> bool:
         now = time.perf_counter()
         window, last[0] = now - last[0], now
-        return now - t0 + window > limit  # the next window would end past the budget
+        return now - t0 + 1.1 * window > limit  # the next window could end past the budget
 
     run_dir = Path(out) / f"{env}-{algo}-{seed}"
     res = api.train(algo=algo, env=env, seed=seed, overrides=sets, run_dir=run_dir,
@@ -85,13 +85,17 @@ def main() -> None:
     args = ap.parse_args()
     algos = args.algos.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"machine: {machine()}; {args.parallel} run(s) at once")
+    import torch
+
+    torch_threads = torch.get_num_threads()
+    print(f"machine: {machine()}; {args.parallel} run(s) at once, 1 torch thread each")
     jobs = [(a, args.env, s, args.minutes, args.out, args.sets) for s in seeds for a in algos]
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=args.parallel) as pool:
         for row in pool.map(one, *zip(*jobs, strict=True)):
-            row["machine"] = machine()
+            row["machine"] = machine().replace(f"({torch_threads} threads)", "(1 thread per run)")
             row["date"] = time.strftime("%Y-%m-%d")
+            row["parallel"] = args.parallel
             rows.append(row)
             print(f"{row['algo']:<6} seed {row['seed']}: {row['kept_return']:8.2f} "
                   f"(se {row['kept_se']:.2f}) after {row['env_steps']:,} env steps in "
