@@ -186,8 +186,8 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     """
     cfg, found = resolve(config, algo=algo, env=env, steps=steps, seed=seed, overrides=overrides)
     cfg = with_settings(cfg, backend, wandb=wandb)
-    from evohpo.runtime.backends import runtime_class
     from evohpo.algos.registry import on_policy
+    from evohpo.runtime.backends import runtime_class
     from evohpo.runtime.memory import check_memory
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears

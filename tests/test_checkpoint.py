@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -213,7 +214,12 @@ def test_eval_reproduces_trainer_fitness_and_export_acts_identically(
     with Image.open(gif) as im:
         assert im.n_frames == 25 + 1
     # export: runs with torch alone and acts like the member's deterministic policy
-    out = tmp_path / "export"
+    assert_export_acts_like(run, tmp_path / "export", spec, algo)
+
+
+def assert_export_acts_like(run: Path, out: Path, spec: Any, algo: Any) -> None:
+    """`evohpo export` of ``run`` into ``out`` gives actors that, with torch alone, act as
+    ``algo``'s deterministic policy does."""
     assert main(["export", str(run), "--out", str(out)]) == 0
     note = json.loads((out / "spaces.json").read_text())
     rng = np.random.default_rng(0)

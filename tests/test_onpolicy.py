@@ -26,6 +26,10 @@ from evohpo.algos.onpolicy import (
 from evohpo.cli import main
 from evohpo.config import load
 from evohpo.envs import spec_for
+from evohpo.evolve.member import Member
+from evohpo.logs.loggers import Logger
+from evohpo.runtime.local import LocalRuntime
+from tests.test_checkpoint import assert_export_acts_like
 from tests.test_trainer import read_jsonl, strip_time
 
 T = torch.tensor
@@ -125,6 +129,16 @@ def cfg_for(name: str, **extra: object) -> Any:
     return load([layer, extra])
 
 
+def collecting(cfg: Any, spec: Any) -> tuple[LocalRuntime, list[Member]]:
+    """A started local runtime with two fresh members placed."""
+    rt = LocalRuntime(cfg, spec, Logger(), 0, list(spec.agents))
+    members = [Member(i, None, build_algo(cfg, spec, i, "cpu"), np.random.default_rng(i))
+               for i in range(2)]
+    rt.start()
+    rt.place(members)
+    return rt, members
+
+
 @pytest.mark.parametrize("algo", ["ippo", "mappo"])
 def test_sampled_actions_stay_in_bounds_and_deterministic_ones_are_the_squashed_mean(
         algo: str) -> None:
@@ -157,18 +171,9 @@ def test_the_runtime_bootstraps_a_truncated_step_from_its_real_final_observation
     """A rollout spanning an episode's end: at the truncated step the stored next observation is
     the episode's last (not the reset one that the next step starts from), and the step is
     marked done but not terminated."""
-    from evohpo.logs.loggers import Logger
-    from evohpo.runtime.local import LocalRuntime
-
     cfg = cfg_for("mappo", algo={"rollout": 1000}, env={"kwargs": {"max_cycles": 5}})
     spec = spec_for(cfg.env)
-    rt = LocalRuntime(cfg, spec, Logger(), 0, list(spec.agents))
-    from evohpo.evolve.member import Member
-
-    members = [Member(i, None, build_algo(cfg, spec, i, "cpu"), np.random.default_rng(i))
-               for i in range(2)]
-    rt.start()
-    rt.place(members)
+    rt, _ = collecting(cfg, spec)
     rt.collect(7, 0, 0)
     ro = rt.rollouts.rollout(0, slice(0, 2))
     assert ro.steps == 7
@@ -185,15 +190,7 @@ def test_the_runtime_bootstraps_a_truncated_step_from_its_real_final_observation
 def test_a_copy_carries_weights_optimizer_and_normaliser_and_learns_alone(algo: str) -> None:
     cfg = cfg_for(algo)
     spec = spec_for(cfg.env)
-    from evohpo.evolve.member import Member
-    from evohpo.logs.loggers import Logger
-    from evohpo.runtime.local import LocalRuntime
-
-    rt = LocalRuntime(cfg, spec, Logger(), 0, list(spec.agents))
-    members = [Member(i, None, build_algo(cfg, spec, i, "cpu"), np.random.default_rng(i))
-               for i in range(2)]
-    rt.start()
-    rt.place(members)
+    rt, members = collecting(cfg, spec)
     rt.collect(12, 0, 0)
     algo0 = members[0].algo
     assert algo0.updates == 3 and all(v.count > 0 for v in algo0.value_norms.values())
@@ -276,8 +273,6 @@ def test_teams_with_an_on_policy_learner_train_and_resume(tmp_path: Path) -> Non
 def test_eval_reproduces_the_kept_members_fitness_and_export_acts_like_it(tmp_path: Path) -> None:
     """The kept member of an IPPO run with continuous actions: `eval` plays the trainer's
     episodes to the same return, and the exported actors act like its deterministic policy."""
-    import json
-
     from evohpo import checkpoint
     from evohpo.playback import load as playback
     from evohpo.runtime import evaluate as play
@@ -295,16 +290,7 @@ def test_eval_reproduces_the_kept_members_fitness_and_export_acts_like_it(tmp_pa
     assert type(algo).__name__ == "PPO" and algo.updates > 0
     returns = play.play(cfg, algo, spec, best["episodes"], best["eval_seed"])
     assert sum(returns[a].mean() for a in spec.agents) == pytest.approx(best["fitness"], abs=1e-9)
-    out = tmp_path / "export"
-    assert main(["export", str(run), "--out", str(out)]) == 0
-    note = json.loads((out / "spaces.json").read_text())
-    rng = np.random.default_rng(0)
-    obs = {a: rng.normal(size=(5, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
-    expected, _ = algo.act(obs, None)
-    for a in spec.agents:
-        policy = torch.export.load(out / note["agents"][a]["file"]).module()
-        got = policy(torch.from_numpy(obs[a])).numpy()
-        np.testing.assert_allclose(got, expected[a], atol=1e-6)
+    assert_export_acts_like(run, tmp_path / "export", spec, algo)
 
 
 def test_evolution_moves_only_the_on_policy_hyperparameters_within_their_bounds() -> None:

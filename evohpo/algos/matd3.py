@@ -13,7 +13,6 @@ Discrete actions train through a straight-through Gumbel-softmax and are stored 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 
 from evohpo.algos import arch_mutations, optim
+from evohpo.algos.actors import PerAgent
 from evohpo.algos.base import Actions, Hyperparams
 from evohpo.algos.buffer import Batch
 from evohpo.algos.explore import Part, explore, target_action, train_action
@@ -55,8 +55,10 @@ class LearnInputs:
                    algo.td_targets(batch), masks, [m.sum().clamp(min=1.0) for m in masks])
 
 
-class MATD3:
+class MATD3(PerAgent):
     on_policy = False
+    PER_AGENT = ("arch", "actors", "actor_targets", "critics", "critic_targets", "actor_opts",
+                 "critic_opts", "ou_state")
 
     def __init__(self, spec: EnvSpec, hp: Hyperparams, sw: Switches, hidden: list[int],
                  activation: str, seed: int, device: torch.device | str = "cpu",
@@ -129,13 +131,6 @@ class MATD3:
         outs = {a: self.policy_output(a, obs[a]) for a in self.agents}
         n = next(iter(outs.values())).shape[0]
         return explore(self.spec, outs, [Part(self, rng, slice(0, n), done)])
-
-    def policy_output(self, agent: str, obs: np.ndarray) -> np.ndarray:
-        """The actor's raw output (pre-squash, or logits) for a batch of observations."""
-        if self.device.type == "cpu":
-            return self.actors[agent].forward_numpy(np.asarray(obs, np.float32))
-        with torch.inference_mode():
-            return self.actors[agent](torch.from_numpy(obs).to(self.device)).float().cpu().numpy()
 
     def noise(self, agent: str, n: int, dim: int, rng: np.random.Generator,
               done: np.ndarray | None) -> np.ndarray:
@@ -321,16 +316,3 @@ class MATD3:
         algo = cls(spec, Hyperparams(**state["hp"]), sw, [], "relu", 0, device, arch=state["arch"])
         algo.load_state_dict(state)
         return algo
-
-    def take_agents(self, other: Any, agents: tuple[str, ...]) -> None:
-        state, theirs = self.state_dict(), other.state_dict()
-        for key in ("arch", "actors", "actor_targets", "critics", "critic_targets", "actor_opts",
-                    "critic_opts", "ou_state"):  # every per-agent entry
-            state[key].update({a: copy.deepcopy(v) for a, v in theirs[key].items() if a in agents})
-        self.load_state_dict(state)
-
-    def clone(self, seed: int) -> MATD3:
-        """An independent copy (weights, targets, optimizer state); its own random stream."""
-        other = copy.deepcopy(self)  # one memo: the copied optimizers point at the copied weights
-        other.gen.manual_seed(seed)
-        return other

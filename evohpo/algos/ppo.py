@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from evohpo.algos import arch_mutations, optim
+from evohpo.algos.actors import PerAgent
 from evohpo.algos.base import Actions, OnPolicyHyperparams
 from evohpo.algos.explore import Part
 from evohpo.algos.generators import generator_state
@@ -46,8 +47,10 @@ from evohpo.evolve.lineage import MutationRecord
 INIT_LOG_STD = -0.5  # the pre-squash std a continuous policy starts with: about 0.6
 
 
-class PPO:
+class PPO(PerAgent):
     on_policy = True
+    PER_AGENT = ("arch", "actors", "critics", "log_std", "actor_opts", "std_opts", "critic_opts",
+                 "value_norms")
 
     def __init__(self, spec: EnvSpec, hp: OnPolicyHyperparams, sw: OnPolicySwitches,
                  hidden: list[int], activation: str, seed: int,
@@ -113,13 +116,6 @@ class PPO:
         n = next(iter(outs.values())).shape[0]
         return sample(self.spec, outs, [Part(self, rng, slice(0, n), done)])
 
-    def policy_output(self, agent: str, obs: np.ndarray) -> np.ndarray:
-        """The actor's raw output (the pre-squash mean, or logits) for a batch of observations."""
-        if self.device.type == "cpu":
-            return self.actors[agent].forward_numpy(np.asarray(obs, np.float32))
-        with torch.inference_mode():
-            return self.actors[agent](torch.from_numpy(obs).to(self.device)).float().cpu().numpy()
-
     def std(self, agent: str) -> np.ndarray:
         cache = self.__dict__.get("_std")
         if cache is None or cache[0] != self.actor_version:
@@ -139,10 +135,12 @@ class PPO:
                         "not from replayed batches")
 
     # ------------------------------------------------------------------ learning
-    def _critic_x(self, obs: dict[str, torch.Tensor], agent: str) -> torch.Tensor:
+    def _critic_inputs(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Each learner's critic input: its observation, or (MAPPO) every agent's, joined once."""
         if self.sw.centralised:
-            return torch.cat([obs[a] for a in self.agents], dim=-1)
-        return obs[agent]
+            joint = torch.cat([obs[a] for a in self.agents], dim=-1)
+            return {a: joint for a in self.learners}
+        return {a: obs[a] for a in self.learners}
 
     def learn_rollout(self, ro: Rollout) -> dict[str, float]:
         """PPO on one rollout: GAE, then ``epochs`` passes of ``minibatches`` minibatches, every
@@ -158,14 +156,15 @@ class PPO:
         obs = {a: flat(ro.obs[a]) for a in self.agents}
         nxt = {a: flat(ro.next_obs[a]) for a in self.agents}
         done = flat(ro.done).reshape(T, k)
+        cin, cin_next = self._critic_inputs(obs), self._critic_inputs(nxt)
         data: dict[str, dict[str, torch.Tensor]] = {}
         with torch.no_grad():
             for a in self.learners:
                 norm = self.value_norms[a]
                 critic = self.critics[a][0]
-                v_raw = critic(self._critic_x(obs, a)).reshape(T, k)
+                v_raw = critic(cin[a]).reshape(T, k)
                 v = norm.denormalize(v_raw)
-                vn = norm.denormalize(critic(self._critic_x(nxt, a)).reshape(T, k))
+                vn = norm.denormalize(critic(cin_next[a]).reshape(T, k))
                 adv, ret = gae(flat(ro.rewards[a]).reshape(T, k), v, vn,
                                flat(ro.terminated[a]).reshape(T, k), done, sw.gamma,
                                hp.gae_lambda)
@@ -181,8 +180,8 @@ class PPO:
                 act = flat(ro.actions[a])
                 out = self.actors[a](obs[a])
                 data[a] = {"adv": adv, "ret": ret, "v_old": v_raw.reshape(n), "mask": mask,
-                           "act": act, "logp_old": log_prob(self.spec[a], out,
-                                                            self.log_std.get(a), act)}
+                           "act": act, "x": cin[a], "logp_old": log_prob(self.spec[a], out,
+                                                                         self.log_std.get(a), act)}
         opts: list[torch.optim.Optimizer] = []
         for a in self.learners:
             opts += [self.actor_opts[a], *([self.std_opts[a]] if a in self.log_std else []),
@@ -222,9 +221,7 @@ class PPO:
                          d["adv"][idx], c)
         ent = entropy(s, out, log_std)
         actor_loss = -(mask * (surr + self.hp.ent_coef * ent)).sum() / denom
-        x = self._critic_x({b: o[idx] for b, o in obs.items()} if self.sw.centralised
-                           else {a: obs[a][idx]}, a)
-        v = self.critics[a][0](x).squeeze(-1)
+        v = self.critics[a][0](d["x"][idx]).squeeze(-1)
         critic_loss = (mask * value_loss(v, d["v_old"][idx], d["ret"][idx], c)).sum() / denom
         return actor_loss, critic_loss, (mask * ent).sum().detach() / denom
 
@@ -295,16 +292,3 @@ class PPO:
                    arch=state["arch"])
         algo.load_state_dict(state)
         return algo
-
-    def take_agents(self, other: Any, agents: tuple[str, ...]) -> None:
-        state, theirs = self.state_dict(), other.state_dict()
-        for key in ("arch", "actors", "critics", "log_std", "actor_opts", "std_opts",
-                    "critic_opts", "value_norms"):  # every per-agent entry
-            state[key].update({a: copy.deepcopy(v) for a, v in theirs[key].items() if a in agents})
-        self.load_state_dict(state)
-
-    def clone(self, seed: int) -> PPO:
-        """An independent copy (weights, optimizer and normaliser state); its own stream."""
-        other = copy.deepcopy(self)
-        other.gen.manual_seed(seed)
-        return other

@@ -217,11 +217,13 @@ class LocalRuntime(Runtime):
         memory; the members due to learn take their gradient steps together
         (:func:`~evohpo.algos.fused.learn_together`), each on its own batch."""
         ready = self.env_steps >= self.cfg.evolution.learning_delay
+        buffer = self.buffer
+        assert buffer is not None, "off-policy members learn from the replay memory"
         owed = [0] * len(self.members)
         for j, m in enumerate(self.members):
             while m.learn_acc >= m.hp.learn_step:
                 m.learn_acc -= m.hp.learn_step
-                if not ready or self.held() < m.hp.batch_size:
+                if not ready or len(buffer) < m.hp.batch_size:
                     continue
                 owed[j] += updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
                                              self.cfg.algo.gradient_steps,
@@ -231,8 +233,7 @@ class LocalRuntime(Runtime):
             if not who:
                 break
             ms = [self.members[j] for j in who]
-            assert self.buffer is not None
-            batch, rows = self.buffer.sample_each([m.hp.batch_size for m in ms],
+            batch, rows = buffer.sample_each([m.hp.batch_size for m in ms],
                                                   [m.rng for m in ms])
             for j, m, metrics in zip(who, ms, learn_together([m.algo for m in ms], batch, rows),
                                      strict=True):

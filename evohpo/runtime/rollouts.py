@@ -89,7 +89,8 @@ class Rollouts:
                 # were added up in one process or in a Ray actor and then its driver
                 totals: dict[str, float] = {}
                 for key, v in metrics.items():
-                    totals[key.split("/")[0]] = totals.get(key.split("/")[0], 0.0) + v
+                    name = key.split("/")[0]
+                    totals[name] = totals.get(name, 0.0) + v
                 learned(j, m, totals)
             self.start[j] = self.now
         self.trim()
