@@ -15,6 +15,7 @@ import torch
 from evohpo.algos import build_algo
 from evohpo.algos.explore import Part
 from evohpo.algos.onpolicy import (
+    Rollout,
     ValueNorm,
     entropy,
     gae,
@@ -23,6 +24,7 @@ from evohpo.algos.onpolicy import (
     surrogate,
     value_loss,
 )
+from evohpo.algos.ppo import bias, group_forward
 from evohpo.cli import main
 from evohpo.config import load
 from evohpo.envs import spec_for
@@ -226,14 +228,18 @@ def logs(run: Path) -> tuple[list[dict], list[dict]]:
     return strip_time(read_jsonl(run / "metrics.jsonl")), read_jsonl(run / "lineage.jsonl")
 
 
-@pytest.mark.parametrize("algo", ["ippo", "mappo"])
+@pytest.mark.parametrize("algo", ["ippo", "mappo", "mappo+share"])
 def test_resume_mid_window_equals_the_uninterrupted_run(tmp_path: Path, algo: str) -> None:
     """Stopped mid-window with a rollout half full (its steps travel in the checkpoint), then
     resumed: the same metrics and lineage as the run that never stopped. Windows of 12 steps
-    against rollouts of 5: every window ends with a short rollout learned at its end."""
+    against rollouts of 5: every window ends with a short rollout learned at its end. With
+    shared networks, activation mutations act too."""
+    name, _, share = algo.partition("+")
+    extra = ["--set", "algo.share=true", "--set", "mutation.activation=1"] if share else []
+
     def train(run: Path, steps: int) -> int:
-        return main(["train", "--algo", algo, *ARGS, "--steps", str(steps), "--run-dir",
-                     str(run)])
+        return main(["train", "--algo", name, *ARGS, *extra, "--steps", str(steps),
+                     "--run-dir", str(run)])
 
     assert train(tmp_path / "full", 480) == 0
     assert train(tmp_path / "part", 208) == 0  # 26 vector steps: 2 into a window and a rollout
@@ -321,3 +327,117 @@ def test_evolution_moves_only_the_on_policy_hyperparameters_within_their_bounds(
     starts = space.starts(cfg, np.random.default_rng(1))
     assert all(set(s.hyperparams) == own for s in starts)
     assert len({s.hyperparams["rollout"] for s in starts[1:]}) > 1  # sampled, not the preset
+
+
+def assert_tied(ppo: Any) -> None:
+    """Every agent of a group holds its leader's tensors, except its own first-layer bias."""
+    for group in ppo.groups():
+        lead = group[0]
+        for f in group[1:]:
+            for nets in (ppo.actors, {a: cs[0] for a, cs in ppo.critics.items()}):
+                x, y = nets[lead], nets[f]
+                assert y.layers[0].weight is x.layers[0].weight
+                assert bias(y) is not bias(x) and bias(y).shape == bias(x).shape
+                assert all(p is q for p, q in zip(y.layers[1:], x.layers[1:], strict=True))
+            assert ppo.value_norms[f] is ppo.value_norms[lead]
+
+
+def test_shared_networks_learn_as_one_with_an_id_per_agent() -> None:
+    """With algo.share the three agents of simple_spread hold one actor and one critic: each
+    agent's networks compute what a one-hot id in the input would, the group's single pass equals
+    each agent's own, and learning moves the shared tensors with every agent's gradient (an agent
+    with no live rows moves only through them, never its own bias)."""
+    cfg = cfg_for("mappo", algo={"share": True})
+    spec = spec_for(cfg.env)
+    ppo = build_algo(cfg, spec, 0, "cpu")
+    lead, *rest = spec.agents
+    assert ppo.groups() == [spec.agents] and ppo.leaders() == [lead]
+    assert_tied(ppo)
+    unshared = build_algo(cfg_for("mappo"), spec, 0, "cpu")
+    one_net = sum(p.numel() for p in unshared.actors[lead].parameters()) + sum(
+        p.numel() for p in unshared.critics[lead][0].parameters())
+    assert ppo.num_params() == one_net + 2 * len(rest) * 16  # plus each follower's two biases
+    x = torch.randn(6, spec[lead].obs_dim)
+    # the first layer's bias is the agent's id: the leader's net with a one-hot id column
+    net, f = ppo.actors[lead], ppo.actors[rest[0]]
+    w_id = torch.cat([net.layers[0].weight, (bias(f) - bias(net))[:, None]], dim=1)
+    h = torch.relu(torch.cat([x, torch.ones(6, 1)], 1) @ w_id.T + bias(net))
+    torch.testing.assert_close(net.layers[1](h), f(x))
+    outs = group_forward([ppo.actors[a] for a in spec.agents], [x] * 3)
+    for a, out in zip(spec.agents, outs, strict=True):
+        torch.testing.assert_close(out, ppo.actors[a](x))
+    # a rollout where the last agent is never alive
+    rng = np.random.default_rng(0)
+    T, k = 4, 3
+    ro = Rollout(obs={a: rng.normal(size=(T, k, 18)).astype(np.float32) for a in spec.agents},
+                 actions={a: rng.integers(0, 5, (T, k, 1)).astype(np.float32)
+                          for a in spec.agents},
+                 rewards={a: rng.normal(size=(T, k)).astype(np.float32) for a in spec.agents},
+                 next_obs={a: rng.normal(size=(T, k, 18)).astype(np.float32)
+                           for a in spec.agents},
+                 terminated={a: np.zeros((T, k), np.float32) for a in spec.agents},
+                 alive={a: np.full((T, k), float(a != spec.agents[-1]), np.float32)
+                        for a in spec.agents},
+                 done=np.zeros((T, k), np.float32))
+    before = copy.deepcopy(ppo)
+    ppo.learn_rollout(ro)
+    assert_tied(ppo)
+    last = spec.agents[-1]
+    assert torch.equal(bias(ppo.actors[last]), bias(before.actors[last]))
+    assert not torch.equal(bias(ppo.actors[lead]), bias(before.actors[lead]))
+    assert not torch.equal(ppo.actors[last].layers[1].weight, before.actors[last].layers[1].weight)
+    # the shared normaliser saw the live agents' returns once each: 2 agents x 12 steps
+    assert ppo.value_norms[lead].count == 2 * T * k
+    # a copy, and a checkpoint's state, keep the ties
+    assert_tied(ppo.clone(3))
+    from evohpo.algos.ppo import PPO
+
+    back = PPO.from_state_dict(spec, ppo.sw, copy.deepcopy(ppo.state_dict()))
+    assert_tied(back)
+    for a in spec.agents:
+        torch.testing.assert_close(back.actors[a](x), ppo.actors[a](x))
+
+
+def test_mutations_of_a_shared_network_move_the_whole_group() -> None:
+    """Architecture and activation mutations draw among the groups' leaders and every agent of
+    the group follows: ties kept, each agent's function kept by growth; a weight mutation moves
+    a shared tensor once."""
+    from evohpo.evolve.lineage import MutationRecord
+    from evohpo.evolve.mutations import mutate_weights
+
+    cfg = cfg_for("ippo", algo={"share": True, "hidden": [16, 16]})
+    spec = spec_for(cfg.env)
+    ppo = build_algo(cfg, spec, 0, "cpu")
+    rt, members = collecting(cfg, spec)
+    rt.collect(8, 0, 0)  # Adam moments to carry
+    ppo = members[0].algo
+    rt.close()
+    x = torch.randn(5, 18)
+    space = cfg.mutation.arch
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        funcs = {a: ppo.actors[a](x).detach() for a in spec.agents}
+        rec = ppo.mutate_architecture(space, rng, MutationRecord(1, 0, None, "architecture"))
+        assert rec.kind == "architecture" and rec.target.startswith(spec.agents[0]), rec
+        assert_tied(ppo)
+        assert len({tuple(ppo.actors[a].hidden) for a in spec.agents}) == 1
+        if rec.op.startswith(("add_node", "add_layer")):
+            for a in spec.agents:
+                torch.testing.assert_close(ppo.actors[a](x), funcs[a], atol=1e-5, rtol=1e-5)
+        for a in spec.agents:  # every optimizer holds exactly its networks' own tensors
+            held = ppo.actor_opts[a].param_groups[0]["params"]
+            if a == spec.agents[0]:
+                assert [id(p) for p in held] == [id(p) for p in ppo.actors[a].parameters()]
+            else:
+                assert len(held) == 1 and held[0] is bias(ppo.actors[a])
+    rec = ppo.mutate_activation(space, rng, MutationRecord(1, 0, None, "activation"))
+    assert len({ppo.actors[a].activation for a in spec.agents}) == 1
+    assert_tied(ppo)
+    shared = ppo.actors[spec.agents[0]].layers[-1].weight
+    before = shared.detach().clone()
+    gen = torch.Generator().manual_seed(0)
+    single = copy.deepcopy(ppo.actors[spec.agents[0]])
+    mutate_weights({a: ppo.actors[a] for a in spec.agents}, cfg.mutation, gen)
+    mutate_weights({"x": single}, cfg.mutation, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(shared, single.layers[-1].weight)  # moved once, not three times
+    assert not torch.equal(shared, before)

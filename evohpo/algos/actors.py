@@ -19,6 +19,7 @@ class PerAgent:
     whose per-agent entries are named in ``PER_AGENT``."""
 
     PER_AGENT: tuple[str, ...] = ()
+    learners: tuple[str, ...]
     actors: dict[str, MLP]
     device: torch.device
     gen: torch.Generator
@@ -35,6 +36,14 @@ class PerAgent:
         other = copy.deepcopy(self)  # one memo: the copied optimizers point at the copied weights
         other.gen.manual_seed(seed)
         return other
+
+    def leaders(self) -> list[str]:
+        """The learners whose networks architecture mutations may change: all of them, where no
+        agent shares another's networks."""
+        return list(self.learners)
+
+    def follow_edits(self, agent: str, which: str, edits: list[Any]) -> None:
+        """After ``agent``'s actor or critics were edited: the agents sharing them follow (none)."""
 
     def take_agents(self, other: Any, agents: tuple[str, ...]) -> None:
         """``other``'s networks and their state (every ``PER_AGENT`` entry) for ``agents``."""

@@ -111,6 +111,7 @@ def apply_edits(algo: Learner, agent: str, which: str, edits: list[Edit]) -> Non
         algo.critics[agent] = new_online
         if new_targets:
             algo.critic_targets[agent] = new_targets
+    algo.follow_edits(agent, which, edits)
 
 
 # ----------------------------------------------------------------------------- architecture
@@ -171,7 +172,7 @@ def mutate_architecture(algo: Learner, space: ArchSpace, rng: np.random.Generato
     layer for the activation), other layers, then the fallback operators, then the other networks
     are tried; the record says what was drawn and what it became.
     """
-    agents = list(algo.learners)  # the agents it trains
+    agents = algo.leaders()  # the agents it trains, less those sharing another's networks
     i_agent = int(rng.integers(len(agents)))
     i_net = int(rng.integers(len(NETWORKS)))
     depth = bool(rng.random() < space.layer_prob)
@@ -213,7 +214,7 @@ def mutate_activation(algo: Learner, space: ArchSpace, rng: np.random.Generator,
 
     Weights and Adam state are kept; the function changes (no activation swap can preserve it).
     """
-    agents = list(algo.learners)  # the agents it trains
+    agents = algo.leaders()  # the agents it trains, less those sharing another's networks
     i_agent = int(rng.integers(len(agents)))
     pick = int(rng.integers(0, 2**31))
     for agent in agents[i_agent:] + agents[:i_agent]:

@@ -133,3 +133,11 @@ class Learner(Protocol):
     critic_targets: dict[str, list[MLP]]
     actor_opts: dict[str, torch.optim.Adam]
     critic_opts: dict[str, torch.optim.Adam]
+
+    def leaders(self) -> list[str]:
+        """The learners whose networks are their own (those sharing another's follow it)."""
+        ...
+
+    def follow_edits(self, agent: str, which: str, edits: list[Any]) -> None:
+        """Make the agents that share ``agent``'s edited networks follow the edit."""
+        ...

@@ -11,6 +11,14 @@ the member's own rollout, advantages normalised per rollout, ``epochs`` passes o
 ``minibatches`` minibatches, gradients clipped per network. MAPPO is this class with
 ``centralised`` on (``switches.ON_POLICY``). The actions' distributions are
 :mod:`evohpo.algos.onpolicy`'s.
+
+Parameter sharing (``share``): agents of one kind (the same name before the last ``_`` and the
+same spaces, :meth:`PPO.groups`) hold one actor and one critic. Each agent's networks are still
+its own :class:`MLP` objects, so acting, evaluation and export read them as before, but they hold
+the first agent's tensors (the group's leader) except the first layer's bias: that bias is the
+agent's id, exactly as a one-hot id in the input would be. The leader's optimizers step the shared
+tensors with every agent's gradient; each other agent's step its bias. A group learns in one
+forward pass over its agents' rows, and shares one log-std and one value normaliser.
 """
 
 from __future__ import annotations
@@ -18,17 +26,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from evohpo.algos import arch_mutations, optim
 from evohpo.algos.actors import PerAgent
 from evohpo.algos.base import Actions, OnPolicyHyperparams
 from evohpo.algos.explore import Part
 from evohpo.algos.generators import generator_state
-from evohpo.algos.networks import MLP
+from evohpo.algos.networks import ACTIVATIONS, MLP
 from evohpo.algos.onpolicy import (
     Rollout,
     ValueNorm,
@@ -39,6 +48,7 @@ from evohpo.algos.onpolicy import (
     surrogate,
     value_loss,
 )
+from evohpo.algos.surgery import Edit, apply_edit
 from evohpo.algos.switches import OnPolicySwitches
 from evohpo.config import ArchSpace
 from evohpo.envs.spec import EnvSpec
@@ -59,6 +69,7 @@ class PPO(PerAgent):
         self.spec, self.hp, self.sw = spec, hp, sw
         self.agents = spec.agents
         self.learners: tuple[str, ...] = spec.agents  # the agents it trains
+        self.group = {a: g for g in self.groups() for a in g}  # agent -> the agents it shares with
         self.device = torch.device(device)
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(seed)
@@ -69,10 +80,45 @@ class PPO(PerAgent):
         self.critic_targets: dict[str, list[MLP]] = {}  # follow
         self._build_networks(arch, torch.Generator().manual_seed(seed))
         self.value_norms = {a: ValueNorm() for a in self.agents}
+        for a, g in self.group.items():  # one normaliser per group: one critic learns its returns
+            self.value_norms[a] = self.value_norms[g[0]]
         self.updates = 0  # rollouts learned from
         self.actor_version = 0
 
     # ------------------------------------------------------------------ construction helpers
+    def groups(self) -> list[tuple[str, ...]]:
+        """The agents that share networks: each alone, or with ``share`` the agents of one name
+        prefix (``adversary`` of ``adversary_0``) and the same spaces, in env order."""
+        if not self.sw.share:
+            return [(a,) for a in self.agents]
+        out: dict[tuple[Any, ...], list[str]] = {}
+        for a in self.agents:
+            s = self.spec[a]
+            out.setdefault((a.rsplit("_", 1)[0], s.obs_dim, s.act_dim, s.discrete, s.low, s.high),
+                           []).append(a)
+        return [tuple(g) for g in out.values()]
+
+    def leads(self, agent: str) -> bool:
+        """Whether ``agent``'s networks are its own (alone, or the first of its group)."""
+        return self.group[agent][0] == agent
+
+    def leaders(self) -> list[str]:
+        """The learners whose networks architecture mutations may change (the others follow)."""
+        return [a for a in self.learners if self.leads(a)]
+
+    @staticmethod
+    def _tie(follower: MLP, leader: MLP) -> MLP:
+        """``follower`` holding ``leader``'s tensors, except its own first-layer bias."""
+        first = follower.layers[0]
+        first.weight = leader.layers[0].weight
+        for i in range(1, len(leader.layers)):
+            follower.layers[i] = leader.layers[i]
+        return follower
+
+    def _own_params(self, agent: str, net: MLP) -> list[torch.Tensor]:
+        """What ``agent``'s optimizer steps of ``net``: all of it, or a follower's bias."""
+        return list(net.parameters()) if self.leads(agent) else [bias(net)]
+
     def critic_in(self, agent: str) -> int:
         spec = self.spec
         return (sum(spec[a].obs_dim for a in self.agents) if self.sw.centralised
@@ -88,15 +134,23 @@ class PPO(PerAgent):
                         for a in self.agents}
         self.log_std = {a: torch.full((spec[a].act_dim,), INIT_LOG_STD, device=self.device,
                                       requires_grad=True)
-                        for a in self.agents if not spec[a].discrete}
+                        for a in self.agents if not spec[a].discrete and self.leads(a)}
+        for a, g in self.group.items():
+            if a != g[0]:
+                self._tie(self.actors[a], self.actors[g[0]])
+                self._tie(self.critics[a][0], self.critics[g[0]][0])
+                if g[0] in self.log_std:
+                    self.log_std[a] = self.log_std[g[0]]
         self.make_optimizers()
 
     def make_optimizers(self) -> None:
         dev = self.device
-        self.actor_opts = {a: optim.adam(self.actors[a].parameters(), self.hp.lr_actor, dev)
+        self.actor_opts = {a: optim.adam(self._own_params(a, self.actors[a]), self.hp.lr_actor, dev)
                            for a in self.agents}
-        self.std_opts = {a: optim.adam([p], self.hp.lr_actor, dev) for a, p in self.log_std.items()}
-        self.critic_opts = {a: optim.adam(self.critics[a][0].parameters(), self.hp.lr_critic, dev)
+        self.std_opts = {a: optim.adam([p], self.hp.lr_actor, dev) for a, p in self.log_std.items()
+                         if self.leads(a)}
+        self.critic_opts = {a: optim.adam(self._own_params(a, self.critics[a][0]),
+                                          self.hp.lr_critic, dev)
                             for a in self.agents}
 
     def set_hyperparams(self, **changes: Any) -> None:
@@ -142,6 +196,11 @@ class PPO(PerAgent):
             return {a: joint for a in self.learners}
         return {a: obs[a] for a in self.learners}
 
+    def learning_groups(self) -> list[tuple[str, ...]]:
+        """The learners by the networks they share (each alone without ``share``)."""
+        groups = (tuple(a for a in g if a in self.learners) for g in self.groups())
+        return [g for g in groups if g]
+
     def learn_rollout(self, ro: Rollout) -> dict[str, float]:
         """PPO on one rollout: GAE, then ``epochs`` passes of ``minibatches`` minibatches, every
         learner's actor and critic in one backward pass per minibatch."""
@@ -157,34 +216,37 @@ class PPO(PerAgent):
         nxt = {a: flat(ro.next_obs[a]) for a in self.agents}
         done = flat(ro.done).reshape(T, k)
         cin, cin_next = self._critic_inputs(obs), self._critic_inputs(nxt)
+        groups = self.learning_groups()
         data: dict[str, dict[str, torch.Tensor]] = {}
         with torch.no_grad():
-            for a in self.learners:
-                norm = self.value_norms[a]
-                critic = self.critics[a][0]
-                v_raw = critic(cin[a]).reshape(T, k)
-                v = norm.denormalize(v_raw)
-                vn = norm.denormalize(critic(cin_next[a]).reshape(T, k))
-                adv, ret = gae(flat(ro.rewards[a]).reshape(T, k), v, vn,
-                               flat(ro.terminated[a]).reshape(T, k), done, sw.gamma,
-                               hp.gae_lambda)
-                mask = flat(ro.alive[a])
-                alive = mask > 0
-                ret = ret.reshape(n)
-                norm.update(ret[alive])  # the critic learns returns normalised by all seen so far
-                ret = norm.normalize(ret)
-                adv = adv.reshape(n)
-                if int(alive.sum()) > 1:
-                    sel = adv[alive]
-                    adv = (adv - sel.mean()) / (sel.std() + 1e-8)
-                act = flat(ro.actions[a])
-                out = self.actors[a](obs[a])
-                data[a] = {"adv": adv, "ret": ret, "v_old": v_raw.reshape(n), "mask": mask,
-                           "act": act, "x": cin[a], "logp_old": log_prob(self.spec[a], out,
-                                                                         self.log_std.get(a), act)}
+            for g in groups:
+                norm = self.value_norms[g[0]]  # one per group
+                for a in g:
+                    critic = self.critics[a][0]
+                    v_raw = critic(cin[a]).reshape(T, k)
+                    v = norm.denormalize(v_raw)
+                    vn = norm.denormalize(critic(cin_next[a]).reshape(T, k))
+                    adv, ret = gae(flat(ro.rewards[a]).reshape(T, k), v, vn,
+                                   flat(ro.terminated[a]).reshape(T, k), done, sw.gamma,
+                                   hp.gae_lambda)
+                    mask = flat(ro.alive[a])
+                    adv = adv.reshape(n)
+                    alive = mask > 0
+                    if int(alive.sum()) > 1:
+                        sel = adv[alive]
+                        adv = (adv - sel.mean()) / (sel.std() + 1e-8)
+                    act = flat(ro.actions[a])
+                    out = self.actors[a](obs[a])
+                    data[a] = {"adv": adv, "ret": ret.reshape(n), "v_old": v_raw.reshape(n),
+                               "mask": mask, "act": act, "x": cin[a],
+                               "logp_old": log_prob(self.spec[a], out, self.log_std.get(a), act)}
+                # the critic learns returns normalised by every one seen so far (its group's)
+                norm.update(torch.cat([data[a]["ret"][data[a]["mask"] > 0] for a in g]))
+                for a in g:
+                    data[a]["ret"] = norm.normalize(data[a]["ret"])
         opts: list[torch.optim.Optimizer] = []
         for a in self.learners:
-            opts += [self.actor_opts[a], *([self.std_opts[a]] if a in self.log_std else []),
+            opts += [self.actor_opts[a], *([self.std_opts[a]] if a in self.std_opts else []),
                      self.critic_opts[a]]
         params = [p for opt in opts for p in opt.param_groups[0]["params"]]
         size = math.ceil(n / max(1, min(hp.minibatches, n)))
@@ -195,12 +257,16 @@ class PPO(PerAgent):
             perm = torch.randperm(n, generator=self.gen, device=dev)
             for idx in perm.split(size):
                 losses = []
-                for a in self.learners:
-                    la, lc, ent = self._losses(a, obs, data[a], idx)
-                    losses += [la, lc]
-                    sums[f"actor_loss/{a}"] += float(la.detach())
-                    sums[f"critic_loss/{a}"] += float(lc.detach())
-                    sums[f"entropy/{a}"] += float(ent)
+                for g in groups:
+                    outs = group_forward([self.actors[a] for a in g], [obs[a][idx] for a in g])
+                    vs = group_forward([self.critics[a][0] for a in g],
+                                       [data[a]["x"][idx] for a in g])
+                    for a, out, v in zip(g, outs, vs, strict=True):
+                        la, lc, ent = self._losses(a, out, v.squeeze(-1), data[a], idx)
+                        losses += [la, lc]
+                        sums[f"actor_loss/{a}"] += float(la.detach())
+                        sums[f"critic_loss/{a}"] += float(lc.detach())
+                        sums[f"entropy/{a}"] += float(ent)
                 grads = torch.autograd.grad(torch.stack(losses).sum(), params, allow_unused=True)
                 optim.step(opts, grads, sw.max_grad_norm)
                 steps += 1
@@ -208,20 +274,19 @@ class PPO(PerAgent):
         self.actor_version += 1
         return {key: v / max(steps, 1) for key, v in sums.items()}
 
-    def _losses(self, a: str, obs: dict[str, torch.Tensor], d: dict[str, torch.Tensor],
+    def _losses(self, a: str, out: torch.Tensor, v: torch.Tensor, d: dict[str, torch.Tensor],
                 idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Agent ``a``'s clipped-surrogate actor loss (entropy bonus included), clipped value
-        loss, and mean entropy, on the rows ``idx``."""
+        loss, and mean entropy, on the rows ``idx`` (its actor's output ``out``, its critic's
+        ``v``)."""
         c, s = self.hp.clip, self.spec[a]
         mask = d["mask"][idx]
         denom = mask.sum().clamp(min=1.0)
-        out = self.actors[a](obs[a][idx])
         log_std = self.log_std.get(a)
         surr = surrogate(log_prob(s, out, log_std, d["act"][idx]), d["logp_old"][idx],
                          d["adv"][idx], c)
         ent = entropy(s, out, log_std)
         actor_loss = -(mask * (surr + self.hp.ent_coef * ent)).sum() / denom
-        v = self.critics[a][0](d["x"][idx]).squeeze(-1)
         critic_loss = (mask * value_loss(v, d["v_old"][idx], d["ret"][idx], c)).sum() / denom
         return actor_loss, critic_loss, (mask * ent).sum().detach() / denom
 
@@ -230,6 +295,31 @@ class PPO(PerAgent):
                             rec: MutationRecord) -> MutationRecord:
         """Add or remove a layer or nodes of one agent's actor or critic (Adam follows)."""
         return arch_mutations.mutate_architecture(self, space, rng, rec)
+
+    def follow_edits(self, agent: str, which: str, edits: list[Edit]) -> None:
+        """The agents sharing ``agent``'s edited actor or critic replay the edit on their own
+        networks (the same values, and each its own first-layer bias), then hold the leader's new
+        tensors again; each keeps its bias's Adam moments where the edit kept the bias."""
+        (edit,) = edits
+        nets = self.actors if which == "actor" else {a: cs[0] for a, cs in self.critics.items()}
+        opts = self.actor_opts if which == "actor" else self.critic_opts
+        for f in self.group[agent][1:]:
+            old = nets[f]
+            new = self._tie(apply_edit(old, edit), nets[agent])
+            opt = opts[f]
+            options = {k: v for k, v in opt.param_groups[0].items() if k != "params"}
+            carried = type(opt)([{"params": [bias(new)], **options}])
+            state = opt.state.get(opt.param_groups[0]["params"][0])
+            plan = edit.plans[1]  # the first layer's bias
+            if state and plan.src == 1:
+                carried.state[bias(new)] = {
+                    key: plan.moment(v) if key in arch_mutations.MOMENTS else
+                    (v.clone() if isinstance(v, torch.Tensor) else v) for key, v in state.items()}
+            opts[f] = carried
+            if which == "actor":
+                self.actors[f] = new
+            else:
+                self.critics[f] = [new]
 
     def mutate_activation(self, space: ArchSpace, rng: np.random.Generator,
                           rec: MutationRecord) -> MutationRecord:
@@ -242,9 +332,11 @@ class PPO(PerAgent):
                     "activation": self.actors[a].activation} for a in self.agents}
 
     def num_params(self) -> int:
-        return (sum(n.num_params() for n in self.actors.values())
-                + sum(c.num_params() for cs in self.critics.values() for c in cs)
-                + sum(p.numel() for p in self.log_std.values()))
+        """Parameters, each counted once (a group's shared tensors once for the group)."""
+        tensors = [*(p for n in self.actors.values() for p in n.parameters()),
+                   *(p for cs in self.critics.values() for c in cs for p in c.parameters()),
+                   *self.log_std.values()]
+        return sum(p.numel() for p in {id(p): p for p in tensors}.values())
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -292,3 +384,24 @@ class PPO(PerAgent):
                    arch=state["arch"])
         algo.load_state_dict(state)
         return algo
+
+
+def group_forward(nets: list[MLP], xs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each net on its input: one net alone, or a group that shares every tensor but the first
+    layer's bias (:meth:`PPO._tie`) in one pass over all the rows."""
+    if len(nets) == 1:
+        return [nets[0](xs[0])]
+    lead, m = nets[0], xs[0].shape[0]
+    fn = ACTIVATIONS[lead.activation]
+    first = lead.layers[0]
+    h = F.linear(torch.cat(xs), first.weight)  # type: ignore[arg-type]
+    biases = torch.stack([bias(net) for net in nets])
+    h = (h.view(len(nets), m, -1) + biases[:, None]).reshape(len(nets) * m, -1)
+    for layer in lead.layers[1:]:
+        h = F.linear(fn(h), layer.weight, layer.bias)  # type: ignore[arg-type]
+    return list(h.view(len(nets), m, -1).unbind(0))
+
+
+def bias(net: MLP) -> torch.Tensor:
+    """The first layer's bias: what an agent of a group holds of its own."""
+    return cast(torch.nn.Linear, net.layers[0]).bias

@@ -74,7 +74,7 @@ def _restore_matd3(cfg: Config, spec: EnvSpec, state: dict[str, Any],
 def on_policy_switches(cfg: Config) -> OnPolicySwitches:
     a = cfg.algo
     return OnPolicySwitches(centralised=ON_POLICY[a.name]["centralised"], gamma=a.gamma,
-                            max_grad_norm=a.max_grad_norm)
+                            max_grad_norm=a.max_grad_norm, share=a.share)
 
 
 def _ppo_hyperparams(cfg: Config) -> OnPolicyHyperparams:

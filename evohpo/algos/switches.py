@@ -37,6 +37,7 @@ class OnPolicySwitches:
     centralised: bool            # MAPPO: each agent's critic sees every agent's observation
     gamma: float = 0.95
     max_grad_norm: float | None = 0.5
+    share: bool = False          # agents of one kind share their networks (PPO.groups)
 
 
 # the on-policy algorithms and their switches

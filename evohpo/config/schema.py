@@ -93,6 +93,8 @@ class AlgoConfig:
         lo_open=True)
     ent_coef: float = _f(0.01, "ippo/mappo: weight of the entropy bonus", lo=0)
     gae_lambda: float = _f(0.95, "ippo/mappo: GAE lambda", lo=0, hi=1)
+    share: bool = _f(
+        False, "ippo/mappo: agents of one kind (name prefix, spaces) share actor and critic")
 
 
 @dataclass(frozen=True)

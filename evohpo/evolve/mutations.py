@@ -73,12 +73,16 @@ def mutate_hyperparameter(hp: Any, cfg: MutationConfig, rng: np.random.Generator
 def mutate_weights(actors: dict[str, torch.nn.Module], cfg: MutationConfig,
                    gen: torch.Generator) -> dict[str, float]:
     """Gaussian noise on a random fraction of every actor's weights; returns the L2 change per
-    agent."""
+    agent. A tensor that agents share (``algo.share``) moves once, counted for the first."""
     change = {}
+    seen: set[int] = set()
     with torch.no_grad():
         for agent, net in actors.items():
             total = 0.0
             for p in net.parameters():
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
                 mask = torch.rand(p.shape, generator=gen, device=p.device) < cfg.weight_fraction
                 scale = p.std() if p.numel() > 1 else p.abs().mean()
                 noise = (torch.randn(p.shape, generator=gen, device=p.device)
