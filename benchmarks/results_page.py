@@ -95,7 +95,7 @@ def preset_scale(p: dict[str, Any]) -> str:
 
 def presets_table(readme: bool) -> str:
     rows = []
-    for p in data("presets.json"):
+    for p in [*data("presets.json"), *wall_presets()]:
         reach = "<br>".join(preset_reach(p, readme))
         spent = (f"{p['wall_minutes']:g} min ({budget(p['steps'])})" if "wall_minutes" in p
                  else budget(p["steps"]))
@@ -103,6 +103,36 @@ def presets_table(readme: bool) -> str:
                      f"`{p['command']}`"])
     return table(["preset", "env", "budget", "what it reaches", "reference scale", "command"],
                  rows)
+
+
+def wall_command(rs: list[dict[str, Any]]) -> str:
+    """The wall_budget.py command of a group of rows (every algo and override in it)."""
+    algos = ",".join(dict.fromkeys(r["algo"] for r in rs))
+    sets = "".join(f" --set {s}" for s in dict.fromkeys(s for r in rs for s in r["overrides"]))
+    return (f"python benchmarks/wall_budget.py --env {rs[0]['env']} --algos {algos} --minutes "
+            f"{rs[0]['minutes']:g} --parallel {rs[0]['parallel']}{sets}")
+
+
+def wall_presets() -> list[dict[str, Any]]:
+    """The presets measured only at equal wall time (wall_budget.jsonl), in presets.json's shape:
+    the ones presets.json does not list."""
+    from evohpo.config.presets import preset_path
+
+    listed = {p["preset"] for p in data("presets.json")}
+    scales = {p["env"]: p["reference_scale"] for p in data("presets.json")}
+    out = []
+    rows = jsonl("wall_budget.jsonl") if (DATA / "wall_budget.jsonl").exists() else []
+    for (env, minutes), rs in group(rows, lambda r: (r["env"], r["minutes"])).items():
+        for algo, xs in group(rs, lambda r: r["algo"]).items():
+            name = preset_path(algo, env).stem
+            if name in listed:
+                continue
+            out.append({"preset": name, "env": env, "algo": algo, "wall_minutes": minutes,
+                        "steps": round(statistics.fmean(r["env_steps"] for r in xs), -5),
+                        "reference_scale": scales[env], "command": wall_command(rs),
+                        "rows": [{"seed": r["seed"], "against": None, "mean": r["kept_return"]}
+                                 for r in sorted(xs, key=lambda r: r["seed"])]})
+    return out
 
 
 # ----------------------------------------------------------------------------- hpo value
@@ -294,10 +324,9 @@ def wall_section() -> str:
     for (env, minutes), rs in group(jsonl("wall_budget.jsonl"),
                                     lambda r: (r["env"], r["minutes"])).items():
         by = group(rs, lambda r: r["algo"])
-        out.append(f"### {env}, {minutes:g} minutes\n\n`python benchmarks/wall_budget.py --env "
-                   f"{env} --algos {','.join(by)} --minutes {minutes:g} --parallel "
-                   f"{rs[0]['parallel']}` ({rs[0]['machine']}, "
-                   f"{rs[0]['date']})\n")
+        dates = sorted({r["date"] for r in rs})
+        out.append(f"### {env}, {minutes:g} minutes\n\n`{wall_command(rs)}` ({rs[0]['machine']}, "
+                   f"{' and '.join(dates)})\n")
         out.append(table(["algo", "seeds", "kept member: mean +- sd", "per seed", "env steps",
                           "wall (s)"],
                          [[a, len(x), mean_sd([r["kept_return"] for r in x]),

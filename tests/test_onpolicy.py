@@ -24,7 +24,7 @@ from evohpo.algos.onpolicy import (
     surrogate,
     value_loss,
 )
-from evohpo.algos.ppo import bias, group_forward
+from evohpo.algos.ppo import PPO, bias, group_forward
 from evohpo.cli import main
 from evohpo.config import load
 from evohpo.envs import spec_for
@@ -390,8 +390,6 @@ def test_shared_networks_learn_as_one_with_an_id_per_agent() -> None:
     assert ppo.value_norms[lead].count == 2 * T * k
     # a copy, and a checkpoint's state, keep the ties
     assert_tied(ppo.clone(3))
-    from evohpo.algos.ppo import PPO
-
     back = PPO.from_state_dict(spec, ppo.sw, copy.deepcopy(ppo.state_dict()))
     assert_tied(back)
     for a in spec.agents:
@@ -407,7 +405,6 @@ def test_mutations_of_a_shared_network_move_the_whole_group() -> None:
 
     cfg = cfg_for("ippo", algo={"share": True, "hidden": [16, 16]})
     spec = spec_for(cfg.env)
-    ppo = build_algo(cfg, spec, 0, "cpu")
     rt, members = collecting(cfg, spec)
     rt.collect(8, 0, 0)  # Adam moments to carry
     ppo = members[0].algo
@@ -415,7 +412,7 @@ def test_mutations_of_a_shared_network_move_the_whole_group() -> None:
     x = torch.randn(5, 18)
     space = cfg.mutation.arch
     rng = np.random.default_rng(0)
-    for i in range(8):
+    for _ in range(8):
         funcs = {a: ppo.actors[a](x).detach() for a in spec.agents}
         rec = ppo.mutate_architecture(space, rng, MutationRecord(1, 0, None, "architecture"))
         assert rec.kind == "architecture" and rec.target.startswith(spec.agents[0]), rec
@@ -441,3 +438,30 @@ def test_mutations_of_a_shared_network_move_the_whole_group() -> None:
     mutate_weights({"x": single}, cfg.mutation, torch.Generator().manual_seed(0))
     torch.testing.assert_close(shared, single.layers[-1].weight)  # moved once, not three times
     assert not torch.equal(shared, before)
+
+
+class Halved(PPO):
+    """A new on-policy class: PPO whose every update counts itself (here, only to be seen)."""
+
+    calls = 0
+
+    def learn_rollout(self, ro: Rollout) -> dict[str, float]:
+        Halved.calls += 1
+        return super().learn_rollout(ro)
+
+
+def test_a_new_on_policy_class_is_its_module_and_one_entry(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry in switches.ON_POLICY naming a class is all the config, the registry, the
+    runtimes, checkpoints and playback need: the run trains with it and `eval` restores it."""
+    from evohpo.algos.switches import ON_POLICY
+    from evohpo.playback import load as playback
+
+    monkeypatch.setitem(ON_POLICY, "halved", {"learner": "tests.test_onpolicy:Halved",
+                                              "centralised": False})
+    run = tmp_path / "r"
+    assert main(["train", "--algo", "halved", *ARGS, "--steps", "192", "--run-dir",
+                 str(run)]) == 0
+    assert Halved.calls > 0
+    _, _, algo, _ = playback.load_member(run, "best")
+    assert type(algo) is Halved and algo.updates > 0

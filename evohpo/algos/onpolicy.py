@@ -37,7 +37,15 @@ LOG_2PI = math.log(2.0 * math.pi)
 
 
 class OnPolicy(Algorithm, Protocol):
-    """An on-policy learner: what the runtime's collection asks of it beyond :class:`Algorithm`."""
+    """An on-policy learner: what the runtime's collection asks of it beyond :class:`Algorithm`.
+
+    A class named by an entry of ``switches.ON_POLICY`` (``"learner": "module:Class"``) is built
+    as ``Class(spec, hp, sw, hidden, activation, seed, device)`` with
+    :class:`~evohpo.algos.base.OnPolicyHyperparams` and the entry's
+    :class:`~evohpo.algos.switches.OnPolicySwitches`, and restored by
+    ``Class.from_state_dict(spec, sw, state, device)``: a new on-policy algorithm is its module
+    and that entry.
+    """
 
     def std(self, agent: str) -> np.ndarray:
         """A continuous agent's current action std in the pre-squash space, ``[act_dim]``."""

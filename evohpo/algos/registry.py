@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,8 +16,7 @@ import torch
 
 from evohpo.algos.base import Algorithm, Hyperparams, OnPolicyHyperparams
 from evohpo.algos.matd3 import MATD3
-from evohpo.algos.ppo import PPO
-from evohpo.algos.switches import ALGOS, ON_POLICY, OnPolicySwitches, Switches
+from evohpo.algos.switches import ALGOS, ON_POLICY, OnPolicySwitches, Switches, names
 from evohpo.config import Config
 from evohpo.envs.spec import EnvSpec
 
@@ -73,32 +73,40 @@ def _restore_matd3(cfg: Config, spec: EnvSpec, state: dict[str, Any],
 
 def on_policy_switches(cfg: Config) -> OnPolicySwitches:
     a = cfg.algo
-    return OnPolicySwitches(centralised=ON_POLICY[a.name]["centralised"], gamma=a.gamma,
-                            max_grad_norm=a.max_grad_norm, share=a.share)
+    own = {k: v for k, v in ON_POLICY[a.name].items() if k != "learner"}
+    return OnPolicySwitches(**own, gamma=a.gamma, max_grad_norm=a.max_grad_norm, share=a.share)
 
 
-def _ppo_hyperparams(cfg: Config) -> OnPolicyHyperparams:
+def _on_policy_hyperparams(cfg: Config) -> OnPolicyHyperparams:
     a = cfg.algo
     return OnPolicyHyperparams(lr_actor=a.lr_actor, lr_critic=a.lr_critic, rollout=a.rollout,
                                epochs=a.epochs, minibatches=a.minibatches, clip=a.clip,
                                ent_coef=a.ent_coef, gae_lambda=a.gae_lambda)
 
 
-def _build_ppo(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algorithm:
-    return PPO(spec, _ppo_hyperparams(cfg), on_policy_switches(cfg), cfg.algo.hidden,
-               cfg.algo.activation, seed, device)
+def on_policy_class(name: str) -> Any:
+    """The class that learns for on-policy algorithm ``name`` (its ``learner`` in ON_POLICY)."""
+    module, cls = ON_POLICY[name]["learner"].split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
-def _restore_ppo(cfg: Config, spec: EnvSpec, state: dict[str, Any], device: Device) -> Algorithm:
-    return PPO.from_state_dict(spec, on_policy_switches(cfg), state, device)
+def _build_on_policy(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algorithm:
+    cls = on_policy_class(cfg.algo.name)
+    algo: Algorithm = cls(spec, _on_policy_hyperparams(cfg), on_policy_switches(cfg),
+                          cfg.algo.hidden, cfg.algo.activation, seed, device)
+    return algo
+
+
+def _restore_on_policy(cfg: Config, spec: EnvSpec, state: dict[str, Any],
+                       device: Device) -> Algorithm:
+    algo: Algorithm = on_policy_class(cfg.algo.name).from_state_dict(
+        spec, on_policy_switches(cfg), state, device)
+    return algo
 
 
 _MATD3 = Entry(_build_matd3, _restore_matd3, _matd3_hyperparams)
-_PPO = Entry(_build_ppo, _restore_ppo, _ppo_hyperparams, on_policy=True)
-REGISTRY: dict[str, Entry] = {
-    **{name: _MATD3 for name in ALGOS},  # maddpg is MATD3, switches off
-    **{name: _PPO for name in ON_POLICY},  # ippo is PPO with its own critics, mappo central ones
-}
+# every on-policy name: the class its ON_POLICY entry names, with that entry's switches
+_ON_POLICY = Entry(_build_on_policy, _restore_on_policy, _on_policy_hyperparams, on_policy=True)
 
 
 def on_policy(cfg: Config) -> bool:
@@ -108,13 +116,13 @@ def on_policy(cfg: Config) -> bool:
 
 def algo_names() -> tuple[str, ...]:
     """The names ``algo.name`` may take."""
-    return tuple(REGISTRY)
+    return names()
 
 
 def entry(name: str) -> Entry:
     """The registry's entry for algorithm ``name`` (a loaded config's ``algo.name`` is one of
     :func:`algo_names`: the config loader checks it)."""
-    return REGISTRY[name]
+    return _MATD3 if name in ALGOS else _ON_POLICY  # maddpg is MATD3 with its switches off
 
 
 def build_algo(cfg: Config, spec: EnvSpec, seed: int, device: Device) -> Algorithm:

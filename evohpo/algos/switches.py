@@ -40,11 +40,14 @@ class OnPolicySwitches:
     share: bool = False          # agents of one kind share their networks (PPO.groups)
 
 
-# the on-policy algorithms and their switches
+# the on-policy algorithms: the class that learns ("module:Class", built and restored as
+# evohpo.algos.onpolicy.OnPolicy says) and its switches
 ON_POLICY: dict[str, dict[str, Any]] = {
-    "ippo": {"centralised": False},
-    "mappo": {"centralised": True},
+    "ippo": {"learner": "evohpo.algos.ppo:PPO", "centralised": False},
+    "mappo": {"learner": "evohpo.algos.ppo:PPO", "centralised": True},
 }
 
-# every name algo.name may take
-NAMES: tuple[str, ...] = (*ALGOS, *ON_POLICY)
+
+def names() -> tuple[str, ...]:
+    """Every name algo.name may take."""
+    return (*ALGOS, *ON_POLICY)

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 
 def _algos() -> tuple[str, ...]:
-    from evohpo.algos.switches import NAMES
+    from evohpo.algos.switches import names
 
-    return NAMES
+    return names()
 
 
 def _strategies() -> tuple[str, ...]:
