@@ -24,7 +24,8 @@ from evohpo.algos.onpolicy import (
     surrogate,
     value_loss,
 )
-from evohpo.algos.ppo import PPO, bias, group_forward
+from evohpo.algos.ppo import PPO
+from evohpo.algos.sharing import bias, group_forward
 from evohpo.cli import main
 from evohpo.config import load
 from evohpo.envs import spec_for

@@ -4,6 +4,7 @@ copy with its own random stream, and taking another learner's networks for some 
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from typing import Any, TypeVar
 
 import numpy as np
@@ -14,7 +15,7 @@ from evohpo.algos.networks import MLP
 L = TypeVar("L", bound="PerAgent")
 
 
-class PerAgent:
+class PerAgent(ABC):
     """A learner with ``actors`` per agent on ``device``, a generator ``gen`` and a state dict
     whose per-agent entries are named in ``PER_AGENT``."""
 
@@ -44,6 +45,7 @@ class PerAgent:
 
     def follow_edits(self, agent: str, which: str, edits: list[Any]) -> None:
         """After ``agent``'s actor or critics were edited: the agents sharing them follow (none)."""
+        return None
 
     def take_agents(self, other: Any, agents: tuple[str, ...]) -> None:
         """``other``'s networks and their state (every ``PER_AGENT`` entry) for ``agents``."""
@@ -52,8 +54,10 @@ class PerAgent:
             state[key].update({a: copy.deepcopy(v) for a, v in theirs[key].items() if a in agents})
         self.load_state_dict(state)
 
+    @abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Everything it holds, per agent under the ``PER_AGENT`` keys."""
 
+    @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Hold ``state`` (as :meth:`state_dict` gave it)."""

@@ -40,6 +40,7 @@ from evohpo.algos.base import Learner
 from evohpo.algos.networks import MLP
 from evohpo.algos.surgery import (
     Edit,
+    ParamPlan,
     add_layer,
     add_nodes,
     apply_edit,
@@ -89,10 +90,14 @@ def carry_optimizer(opt: Opt, old: list[MLP], new: list[MLP], edits: list[Edit])
             state = opt.state.get(olds[plan.src]) if plan.src is not None else None
             if not state:
                 continue  # a brand-new tensor: Adam initialises it lazily, as any fresh one
-            new_opt.state[p] = {
-                k: plan.moment(v) if k in MOMENTS else
-                (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items()}
+            new_opt.state[p] = carried_state(state, plan)
     return new_opt
+
+
+def carried_state(state: dict[str, Any], plan: ParamPlan) -> dict[str, Any]:
+    """One parameter's Adam state for its edited successor: moments sliced or zero-padded."""
+    return {k: plan.moment(v) if k in MOMENTS else
+            (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items()}
 
 
 def apply_edits(algo: Learner, agent: str, which: str, edits: list[Edit]) -> None:

@@ -12,32 +12,24 @@ the member's own rollout, advantages normalised per rollout, ``epochs`` passes o
 ``centralised`` on (``switches.ON_POLICY``). The actions' distributions are
 :mod:`evohpo.algos.onpolicy`'s.
 
-Parameter sharing (``share``): agents of one kind (the same name before the last ``_`` and the
-same spaces, :meth:`PPO.groups`) hold one actor and one critic. Each agent's networks are still
-its own :class:`MLP` objects, so acting, evaluation and export read them as before, but they hold
-the first agent's tensors (the group's leader) except the first layer's bias: that bias is the
-agent's id, exactly as a one-hot id in the input would be. The leader's optimizers step the shared
-tensors with every agent's gradient; each other agent's step its bias. A group learns in one
-forward pass over its agents' rows, and shares one log-std and one value normaliser.
+With ``share``, agents of one kind hold one actor and one critic (:mod:`evohpo.algos.sharing`),
+learn them in one forward pass over their rows, and share one log-std and one value normaliser.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from evohpo.algos import arch_mutations, optim
+from evohpo.algos import arch_mutations, optim, ppo_state, sharing
 from evohpo.algos.actors import PerAgent
 from evohpo.algos.base import Actions, OnPolicyHyperparams
 from evohpo.algos.explore import Part
-from evohpo.algos.generators import generator_state
-from evohpo.algos.networks import ACTIVATIONS, MLP
+from evohpo.algos.networks import MLP
 from evohpo.algos.onpolicy import (
     Rollout,
     ValueNorm,
@@ -48,7 +40,8 @@ from evohpo.algos.onpolicy import (
     surrogate,
     value_loss,
 )
-from evohpo.algos.surgery import Edit, apply_edit
+from evohpo.algos.sharing import bias, follow, group_forward, tie
+from evohpo.algos.surgery import Edit
 from evohpo.algos.switches import OnPolicySwitches
 from evohpo.config import ArchSpace
 from evohpo.envs.spec import EnvSpec
@@ -69,7 +62,8 @@ class PPO(PerAgent):
         self.spec, self.hp, self.sw = spec, hp, sw
         self.agents = spec.agents
         self.learners: tuple[str, ...] = spec.agents  # the agents it trains
-        self.group = {a: g for g in self.groups() for a in g}  # agent -> the agents it shares with
+        self._groups = sharing.groups(spec, sw.share)
+        self.group = {a: g for g in self._groups for a in g}  # agent -> the agents it shares with
         self.device = torch.device(device)
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(seed)
@@ -87,16 +81,8 @@ class PPO(PerAgent):
 
     # ------------------------------------------------------------------ construction helpers
     def groups(self) -> list[tuple[str, ...]]:
-        """The agents that share networks: each alone, or with ``share`` the agents of one name
-        prefix (``adversary`` of ``adversary_0``) and the same spaces, in env order."""
-        if not self.sw.share:
-            return [(a,) for a in self.agents]
-        out: dict[tuple[Any, ...], list[str]] = {}
-        for a in self.agents:
-            s = self.spec[a]
-            out.setdefault((a.rsplit("_", 1)[0], s.obs_dim, s.act_dim, s.discrete, s.low, s.high),
-                           []).append(a)
-        return [tuple(g) for g in out.values()]
+        """The agents that share networks (:func:`evohpo.algos.sharing.groups`), in env order."""
+        return self._groups
 
     def leads(self, agent: str) -> bool:
         """Whether ``agent``'s networks are its own (alone, or the first of its group)."""
@@ -105,15 +91,6 @@ class PPO(PerAgent):
     def leaders(self) -> list[str]:
         """The learners whose networks architecture mutations may change (the others follow)."""
         return [a for a in self.learners if self.leads(a)]
-
-    @staticmethod
-    def _tie(follower: MLP, leader: MLP) -> MLP:
-        """``follower`` holding ``leader``'s tensors, except its own first-layer bias."""
-        first = follower.layers[0]
-        first.weight = leader.layers[0].weight
-        for i in range(1, len(leader.layers)):
-            follower.layers[i] = leader.layers[i]
-        return follower
 
     def _own_params(self, agent: str, net: MLP) -> list[torch.Tensor]:
         """What ``agent``'s optimizer steps of ``net``: all of it, or a follower's bias."""
@@ -137,8 +114,8 @@ class PPO(PerAgent):
                         for a in self.agents if not spec[a].discrete and self.leads(a)}
         for a, g in self.group.items():
             if a != g[0]:
-                self._tie(self.actors[a], self.actors[g[0]])
-                self._tie(self.critics[a][0], self.critics[g[0]][0])
+                tie(self.actors[a], self.actors[g[0]])
+                tie(self.critics[a][0], self.critics[g[0]][0])
                 if g[0] in self.log_std:
                     self.log_std[a] = self.log_std[g[0]]
         self.make_optimizers()
@@ -198,7 +175,7 @@ class PPO(PerAgent):
 
     def learning_groups(self) -> list[tuple[str, ...]]:
         """The learners by the networks they share (each alone without ``share``)."""
-        groups = (tuple(a for a in g if a in self.learners) for g in self.groups())
+        groups = (tuple(a for a in g if a in self.learners) for g in self._groups)
         return [g for g in groups if g]
 
     def learn_rollout(self, ro: Rollout) -> dict[str, float]:
@@ -297,29 +274,17 @@ class PPO(PerAgent):
         return arch_mutations.mutate_architecture(self, space, rng, rec)
 
     def follow_edits(self, agent: str, which: str, edits: list[Edit]) -> None:
-        """The agents sharing ``agent``'s edited actor or critic replay the edit on their own
-        networks (the same values, and each its own first-layer bias), then hold the leader's new
-        tensors again; each keeps its bias's Adam moments where the edit kept the bias."""
+        """The agents sharing ``agent``'s edited actor or critic follow the edit
+        (:func:`evohpo.algos.sharing.follow`)."""
         (edit,) = edits
-        nets = self.actors if which == "actor" else {a: cs[0] for a, cs in self.critics.items()}
-        opts = self.actor_opts if which == "actor" else self.critic_opts
         for f in self.group[agent][1:]:
-            old = nets[f]
-            new = self._tie(apply_edit(old, edit), nets[agent])
-            opt = opts[f]
-            options = {k: v for k, v in opt.param_groups[0].items() if k != "params"}
-            carried = type(opt)([{"params": [bias(new)], **options}])
-            state = opt.state.get(opt.param_groups[0]["params"][0])
-            plan = edit.plans[1]  # the first layer's bias
-            if state and plan.src == 1:
-                carried.state[bias(new)] = {
-                    key: plan.moment(v) if key in arch_mutations.MOMENTS else
-                    (v.clone() if isinstance(v, torch.Tensor) else v) for key, v in state.items()}
-            opts[f] = carried
             if which == "actor":
-                self.actors[f] = new
+                self.actors[f], self.actor_opts[f] = follow(
+                    self.actors[f], self.actor_opts[f], self.actors[agent], edit)
             else:
-                self.critics[f] = [new]
+                net, self.critic_opts[f] = follow(
+                    self.critics[f][0], self.critic_opts[f], self.critics[agent][0], edit)
+                self.critics[f] = [net]
 
     def mutate_activation(self, space: ArchSpace, rng: np.random.Generator,
                           rec: MutationRecord) -> MutationRecord:
@@ -339,43 +304,11 @@ class PPO(PerAgent):
         return sum(p.numel() for p in {id(p): p for p in tensors}.values())
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "hp": dataclasses.asdict(self.hp),
-            "arch": self.arch(),
-            "actors": {a: n.state_dict() for a, n in self.actors.items()},
-            "critics": {a: [c.state_dict() for c in cs] for a, cs in self.critics.items()},
-            "log_std": {a: p.detach().clone() for a, p in self.log_std.items()},
-            "actor_opts": {a: o.state_dict() for a, o in self.actor_opts.items()},
-            "std_opts": {a: o.state_dict() for a, o in self.std_opts.items()},
-            "critic_opts": {a: o.state_dict() for a, o in self.critic_opts.items()},
-            "value_norms": {a: v.state_dict() for a, v in self.value_norms.items()},
-            "updates": self.updates,
-            "learners": list(self.learners),
-            "gen": self.gen.get_state(),
-        }
+        return ppo_state.state_of(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load a state; networks (and optimizers) are rebuilt first if its architecture differs."""
-        self.hp = OnPolicyHyperparams(**state["hp"])
-        if state["arch"] != self.arch():
-            self._build_networks(state["arch"], torch.Generator().manual_seed(0))
-        with torch.no_grad():
-            for a in self.agents:
-                self.actors[a].load_state_dict(state["actors"][a])
-                self.critics[a][0].load_state_dict(state["critics"][a][0])
-                if a in self.log_std:
-                    self.log_std[a].copy_(torch.as_tensor(state["log_std"][a]))
-        for key, opts in (("actor_opts", self.actor_opts), ("std_opts", self.std_opts),
-                          ("critic_opts", self.critic_opts)):
-            for a, opt in opts.items():  # copies: Adam keeps the given tensors by reference
-                opt.load_state_dict(copy.deepcopy(state[key][a]))
-        for a, v in state["value_norms"].items():
-            self.value_norms[a].load_state_dict(v)
-        self.set_hyperparams()
-        self.actor_version += 1
-        self.updates = int(state["updates"])
-        self.learners = tuple(state.get("learners", self.agents))
-        self.gen.set_state(generator_state(state["gen"], self.device))
+        ppo_state.load_state(self, state)
 
     @classmethod
     def from_state_dict(cls, spec: EnvSpec, sw: OnPolicySwitches, state: dict[str, Any],
@@ -385,23 +318,3 @@ class PPO(PerAgent):
         algo.load_state_dict(state)
         return algo
 
-
-def group_forward(nets: list[MLP], xs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Each net on its input: one net alone, or a group that shares every tensor but the first
-    layer's bias (:meth:`PPO._tie`) in one pass over all the rows."""
-    if len(nets) == 1:
-        return [nets[0](xs[0])]
-    lead, m = nets[0], xs[0].shape[0]
-    fn = ACTIVATIONS[lead.activation]
-    first = lead.layers[0]
-    h = F.linear(torch.cat(xs), first.weight)  # type: ignore[arg-type]
-    biases = torch.stack([bias(net) for net in nets])
-    h = (h.view(len(nets), m, -1) + biases[:, None]).reshape(len(nets) * m, -1)
-    for layer in lead.layers[1:]:
-        h = F.linear(fn(h), layer.weight, layer.bias)  # type: ignore[arg-type]
-    return list(h.view(len(nets), m, -1).unbind(0))
-
-
-def bias(net: MLP) -> torch.Tensor:
-    """The first layer's bias: what an agent of a group holds of its own."""
-    return cast(torch.nn.Linear, net.layers[0]).bias
