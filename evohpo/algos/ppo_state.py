@@ -4,18 +4,35 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
-from evohpo.algos.base import OnPolicyHyperparams
+from evohpo.algos.base import Learner, OnPolicyHyperparams
 from evohpo.algos.generators import generator_state
-
-if TYPE_CHECKING:
-    from evohpo.algos.ppo import PPO
+from evohpo.algos.onpolicy import ValueNorm
 
 
-def state_of(algo: PPO) -> dict[str, Any]:
+class PPOState(Learner, Protocol):
+    """What a PPO learner holds, as its state dict names it."""
+
+    agents: tuple[str, ...]
+    hp: OnPolicyHyperparams
+    device: torch.device
+    updates: int
+    actor_version: int
+    gen: torch.Generator
+    log_std: dict[str, torch.Tensor]
+    std_opts: dict[str, torch.optim.Adam]
+    value_norms: dict[str, ValueNorm]
+
+    def arch(self) -> dict[str, Any]: ...
+    def set_hyperparams(self, **changes: Any) -> None: ...
+    def _build_networks(self, arch: dict[str, dict[str, Any]],
+                        init_gen: torch.Generator) -> None: ...
+
+
+def state_of(algo: PPOState) -> dict[str, Any]:
     """What a PPO learner saves: hyperparameters, shapes, weights, optimizers, normalisers."""
     return {
         "hp": dataclasses.asdict(algo.hp),
@@ -32,7 +49,7 @@ def state_of(algo: PPO) -> dict[str, Any]:
         "gen": algo.gen.get_state(),
     }
 
-def load_state(algo: PPO, state: dict[str, Any]) -> None:
+def load_state(algo: PPOState, state: dict[str, Any]) -> None:
     """Load a state into ``algo``; networks (and optimizers) are rebuilt first if its
     architecture differs."""
     algo.hp = OnPolicyHyperparams(**state["hp"])
