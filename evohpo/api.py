@@ -41,10 +41,17 @@ def as_layer(config: C.Config | Mapping[str, Any] | str | Path | None) -> dict[s
         return C.to_dict(config)
     if isinstance(config, Mapping):
         return dict(config)
+    return C.read_yaml(preset_named(config) or Path(config))
+
+
+def preset_named(config: object) -> Path | None:
+    """The shipped preset ``config`` names (e.g. ``"matd3_speaker_listener"``), if it names one."""
+    if not isinstance(config, (str, Path)):
+        return None
     path = Path(config)
-    if not path.suffix and not path.exists() and (PRESETS_DIR / f"{path}.yaml").is_file():
-        path = PRESETS_DIR / f"{path}.yaml"  # a shipped preset by name, e.g. matd3_speaker_listener
-    return C.read_yaml(path)
+    if path.suffix or path.exists() or not (PRESETS_DIR / f"{path}.yaml").is_file():
+        return None
+    return PRESETS_DIR / f"{path}.yaml"
 
 
 def env_name(env: str | Callable[..., Any]) -> str:
@@ -77,6 +84,8 @@ def resolve(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     if config is None and preset and base.is_file():
         layers.append(C.read_yaml(base))
         notes.append(f"defaults from {base}")
+    # a shipped preset's num_envs (or the default) is fitted to a population.size given here
+    inherited = len(layers) + (preset_named(config) is not None)
     layers.append(user)
     if algo:
         layers.append({"algo": {"name": algo}})
@@ -90,7 +99,7 @@ def resolve(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
         layers.append({"steps": steps})
     if seed is not None:
         layers.append({"seed": seed})
-    return C.load(layers), notes
+    return C.load(layers, inherited=inherited, notes=notes), notes
 
 
 def dotted(key: str, value: Any) -> dict[str, Any]:

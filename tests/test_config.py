@@ -234,6 +234,36 @@ def test_num_envs_must_be_multiple_of_population():
     C.load([{"env": {"num_envs": 12}, "population": {"size": 4}}])
 
 
+def test_a_presets_num_envs_fits_the_population_size_given():
+    # the preset trains 4 members in 8 envs; 6 members get the next multiple of 6, with a note
+    cfg, notes = api.resolve(None, algo="matd3", env="simple_spread",
+                             overrides=["population.size=6"])
+    assert (cfg.population.size, cfg.env.num_envs) == (6, 12)
+    assert any(n.startswith("env.num_envs: 12 (8 rounded up to a multiple of 6") for n in notes)
+    # a multiple already is left alone, and says nothing
+    cfg, notes = api.resolve(None, algo="matd3", env="simple_spread",
+                             overrides=["population.size=8"])
+    assert cfg.env.num_envs == 8 and not any("num_envs" in n for n in notes)
+    # scripted opponents take half of each member's envs: a multiple of twice the population
+    cfg, _ = api.resolve(None, algo="matd3", env="simple_tag", overrides=["population.size=8"])
+    assert cfg.env.num_envs == 16
+    # a preset by name, and the default num_envs under a mapping, are fitted the same way
+    assert api.resolve("matd3_speaker_listener",
+                       overrides={"population.size": 3})[0].env.num_envs == 9
+    assert api.resolve({"population": {"size": 3}})[0].env.num_envs == 9
+    # a num_envs the user gives is taken as given: checked, never changed
+    assert api.resolve(None, algo="matd3", env="simple_spread",
+                       overrides=["population.size=6", "env.num_envs=18"])[0].env.num_envs == 18
+    for config, over in ((None, ["population.size=6", "env.num_envs=8"]),
+                         ({"population": {"size": 6}, "env": {"num_envs": 8}}, [])):
+        with pytest.raises(ConfigError, match="'env.num_envs': 8 must be a multiple of "
+                                              r"population.size \(6\)"):
+            api.resolve(config, algo="matd3", env="simple_spread", overrides=over)
+    # a resumed run's config.yaml names its num_envs: never refitted
+    with pytest.raises(ConfigError, match=r"env\.num_envs"):
+        C.replace(C.load([]), population={"size": 6})
+
+
 def test_batch_size_above_capacity():
     msg = _err([{"algo": {"batch_size": 2000}, "buffer": {"capacity": 1500}}])
     assert "algo.batch_size" in msg and "2000" in msg and "buffer.capacity (1500)" in msg

@@ -12,6 +12,7 @@ import yaml
 
 from evohpo import config as C
 from evohpo.cli import main
+from evohpo.errors import ConfigError
 from evohpo.sweep import load_sweep, run_job, status
 from tests.test_trainer import TINY, read_jsonl
 
@@ -127,6 +128,20 @@ def test_shipped_hpo_sweep_is_the_benchmarks_main_comparison(tmp_path: Path) -> 
                                       == m["activation"] == 0)
         assert tour["mutation"]["hyperparameters"] > 0
         assert {k for k in rs if rs[k] != pbt[k]} <= {"evolution", "mutation"}
+
+
+def test_a_grid_over_population_size_fits_the_presets_num_envs(tmp_path: Path) -> None:
+    spec = {"name": "sizes", "base": "matd3_spread", "grid": {"population.size": [4, 6]}}
+    path = tmp_path / "sizes.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    jobs = load_sweep(path).jobs
+    assert [(j.config["population"]["size"], j.config["env"]["num_envs"]) for j in jobs] == [
+        (4, 8), (6, 12)]
+    # a base file of the user's is taken as written
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({"env": {"num_envs": 8}}))
+    path.write_text(yaml.safe_dump({**spec, "base": "mine.yaml"}))
+    with pytest.raises(ConfigError, match=r"job default-size=6-s0: config key .env\.num_envs.: 8"):
+        load_sweep(path)
 
 
 @pytest.mark.parametrize(("over", "message"), [

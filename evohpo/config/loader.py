@@ -19,7 +19,7 @@ import yaml
 
 from evohpo.config.choices import CHOICES, one_of
 from evohpo.config.schema import Config
-from evohpo.config.validate import validate
+from evohpo.config.validate import fit_num_envs, validate
 from evohpo.errors import ConfigError
 
 
@@ -292,12 +292,21 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load(layers: Sequence[Mapping[str, Any]]) -> Config:
-    """Merge the layers (later wins) over the defaults, then build and cross-check."""
+def load(layers: Sequence[Mapping[str, Any]], inherited: int = 0,
+         notes: list[str] | None = None) -> Config:
+    """Merge the layers (later wins) over the defaults, then build and cross-check.
+
+    The first ``inherited`` layers are a shipped preset's: an ``env.num_envs`` that no later layer
+    gives is rounded up to fit population.size (:func:`~evohpo.config.validate.fit_num_envs`),
+    with a line in ``notes`` when it changes.
+    """
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = deep_merge(merged, layer)
     cfg: Config = build(Config, merged)
+    if not any(isinstance(layer.get("env"), Mapping) and "num_envs" in layer["env"]
+               for layer in layers[inherited:]):
+        cfg = fit_num_envs(cfg, notes)
     validate(cfg)
     return cfg
 

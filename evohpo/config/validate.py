@@ -16,6 +16,27 @@ def _on_policy() -> tuple[str, ...]:
     return tuple(ON_POLICY)
 
 
+def fit_num_envs(cfg: Config, notes: list[str] | None = None) -> Config:
+    """``cfg`` with ``env.num_envs`` rounded up to the next multiple of what :func:`validate` asks
+    (population.size, or twice it where scripted opponents take half of each member's envs).
+
+    For a num_envs the user did not give (a preset's or the default), so that changing
+    population.size alone works; a num_envs the user gave is checked as it is. ``notes`` gets a
+    line saying what changed.
+    """
+    step = cfg.population.size * (2 if cfg.games.scripted_opponents else 1)
+    n = -(-cfg.env.num_envs // step) * step
+    if n == cfg.env.num_envs:
+        return cfg
+    if notes is not None:
+        why = ("the same, even number of envs (games.scripted_opponents)"
+               if step > cfg.population.size else "the same number of envs")
+        notes.append(f"env.num_envs: {n} ({cfg.env.num_envs} rounded up to a multiple of {step}, "
+                     f"so that each of the {cfg.population.size} members drives {why}); "
+                     "set env.num_envs to choose")
+    return dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, num_envs=n))
+
+
 def validate(cfg: Config) -> None:
     """Checks that involve more than one key."""
     pop = cfg.population.size

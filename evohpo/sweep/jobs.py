@@ -56,18 +56,19 @@ def expand(d: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def base_config(base: str | None, sweep_file: Path) -> dict[str, Any]:
-    """A shipped preset's name or a config file (relative to the sweep file)."""
+def base_config(base: str | None, sweep_file: Path) -> tuple[dict[str, Any], bool]:
+    """A shipped preset's name or a config file (relative to the sweep file): its layer, and
+    whether it is a shipped preset."""
     from evohpo.config.presets import PRESETS_DIR
 
     if not base:
-        return {}
+        return {}, False
     p = Path(base)
     candidates = [p] if p.is_absolute() else [
         sweep_file.parent / p, Path.cwd() / p, PRESETS_DIR / p, PRESETS_DIR / f"{base}.yaml"]
     for c in candidates:
         if c.is_file():
-            return C.read_yaml(c)
+            return C.read_yaml(c), c.parent == PRESETS_DIR
     presets = sorted(q.stem for q in PRESETS_DIR.glob("*.yaml"))
     raise ConfigError(f"sweep {str(sweep_file)!r}: base {base!r} is neither a config file nor "
                       f"a preset (presets: {', '.join(presets)})")
@@ -87,7 +88,7 @@ def load_sweep(path: Path, out_dir: Path | None = None, steps: int | None = None
                           f"{', '.join(SWEEP_KEYS)}")
     name = safe(str(spec.get("name") or path.stem))
     out = Path(out_dir or spec.get("out_dir") or Path("runs") / "sweeps" / name)
-    base = base_config(spec.get("base"), path)
+    base, shipped = base_config(spec.get("base"), path)
     common = expand(spec.get("set"), "set")
     seed_list = seeds if seeds is not None else spec.get("seeds", [0])
     seed_list = [seed_list] if isinstance(seed_list, int) else seed_list
@@ -113,7 +114,8 @@ def load_sweep(path: Path, out_dir: Path | None = None, steps: int | None = None
                   expand(dict(zip(grid, point, strict=True)), "grid"),
                   {"seed": seed}, {"steps": budget} if budget is not None else {}]
         try:
-            cfg = C.to_dict(C.load(layers))
+            # a preset's num_envs is fitted to a population.size the sweep gives
+            cfg = C.to_dict(C.load(layers, inherited=int(shipped)))
         except ConfigError as e:
             raise ConfigError(f"sweep {str(path)!r}, job {jname}: {e}") from None
         w = cfg["logging"]["wandb"]
