@@ -306,6 +306,7 @@ def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, An
          notes: list[str],
          callbacks: Sequence[Callback], quiet: bool, extra: Sequence[Logger]) -> TrainResult:
     from evohpo.logs.loggers import ConsoleLogger, JsonlLogger, Loggers, atomic_write_text
+    from evohpo.logs.optional import optional_loggers
     from evohpo.loop.trainer import Trainer
 
     atomic_write_text(run_dir / "config.yaml", C.dump(cfg))
@@ -314,19 +315,16 @@ def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, An
         loggers.append(JsonlLogger(run_dir))
     if cfg.logging.console and not quiet:
         loggers.append(ConsoleLogger(cfg.steps, initial=state[0]["env_steps"] if state else 0))
-    if cfg.logging.wandb.mode != "disabled":
-        from evohpo.logs.wandb import WandbLogger
-
-        try:
-            loggers.append(WandbLogger(cfg, run_dir, resume=state is not None))
-        except EvohpoError:
-            if state is None:  # a new run that never started leaves no run directory behind
-                for logger in loggers:
-                    logger.close()
-                clear_run_files(run_dir)
-                with contextlib.suppress(OSError):
-                    run_dir.rmdir()
-            raise
+    try:
+        loggers += optional_loggers(cfg, run_dir, resume=state is not None)
+    except EvohpoError:
+        if state is None:  # a new run that never started leaves no run directory behind
+            for logger in loggers:
+                logger.close()
+            clear_run_files(run_dir)
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()
+        raise
     watcher = _Callbacks(callbacks)
     log = Loggers([*loggers, watcher])
     for n in notes:

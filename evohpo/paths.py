@@ -104,7 +104,8 @@ def clear_run_files(path: Path) -> None:
     """Remove what a run writes into its directory (and nothing else)."""
     for name in RUN_FILES:
         (path / name).unlink(missing_ok=True)
-    for name in ("checkpoints", "wandb"):  # a replaced run's W&B files would sync as its own
+    # a replaced run's W&B files would sync as its own, its TensorBoard files show as its own
+    for name in ("checkpoints", "wandb", "tensorboard"):
         shutil.rmtree(path / name, ignore_errors=True)
 
 

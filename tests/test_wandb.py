@@ -13,7 +13,8 @@ import pytest
 
 from evohpo import config as C
 from evohpo.cli import main
-from evohpo.logs.wandb import WandbError, WandbLogger, chartable
+from evohpo.logs.scalars import chartable
+from evohpo.logs.wandb import WandbError, WandbLogger
 from tests.test_trainer import TINY, read_jsonl
 
 ARGS = ["--algo", "matd3", "--env", "simple_speaker_listener", "--quiet", "--steps", "96",

@@ -263,6 +263,8 @@ class WandbConfig:
 class LoggingConfig:
     console: bool = _f(True, "progress bar and one line per generation")
     jsonl: bool = _f(True, "metrics.jsonl and lineage.jsonl in the run directory")
+    tensorboard: bool = _f(
+        False, "TensorBoard event files in <run dir>/tensorboard (needs evohpo[tensorboard])")
     wandb: WandbConfig = _f(WandbConfig(), "Weights & Biases")
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,8 @@ from typing import Any
 from evohpo.config import Config, to_dict
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.logs.loggers import Logger
+from evohpo.logs.scalars import add_selection, generation_scalars, is_number, member_fields
 
-MEMBER_KEY = re.compile(r"member/([^/]+)/(.+)")
-LAYERS = re.compile(r"\d+(-\d+)*")          # a hidden-layer spec such as "64-64"
 ID_FILE = "evohpo-run-id"                   # in <run dir>/wandb: resumed runs continue this W&B run
 LINEAGE_COLUMNS: list[Any] = ["generation", "member_id", "parent_id", "kind", "target", "op",
                               "before", "after", "parent_fitness", "fitness_next", "delta",
@@ -40,39 +38,6 @@ LINEAGE_COLUMNS: list[Any] = ["generation", "member_id", "parent_id", "kind", "t
 
 class WandbError(EvohpoError):
     exit_code = 1
-
-
-def is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def chartable(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The metrics W&B can chart: numbers (bools as 0/1), hidden-layer specs as units and layers.
-
-    Other strings (activations) and None are left to the tables: a history key that is sometimes
-    a string does not chart.
-    """
-    out: dict[str, Any] = {}
-    for k, v in metrics.items():
-        if isinstance(v, bool):
-            out[k] = int(v)
-        elif is_number(v):
-            out[k] = v
-        elif isinstance(v, str) and LAYERS.fullmatch(v):
-            widths = [int(w) for w in v.split("-")]
-            out[k + "/units"], out[k + "/layers"] = sum(widths), len(widths)
-    return out
-
-
-def member_fields(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """{member id: {field: value}} from ``member/<id>/<field>`` keys, in the order logged
-    (= slots)."""
-    out: dict[str, dict[str, Any]] = {}
-    for k, v in metrics.items():
-        m = MEMBER_KEY.fullmatch(k)
-        if m:
-            out.setdefault(m.group(1), {})[m.group(2)] = v
-    return out
 
 
 def cell(v: Any) -> Any:
@@ -175,30 +140,14 @@ class WandbLogger(Logger):
                 if k not in self.row_keys:
                     self.row_keys.append(k)
             self.rows.append([cell(row.get(k)) for k in self.row_keys])
-        history = {"env_steps": step, **chartable(metrics)}
-        best = metrics.get("eval/best_member")
-        for k, v in chartable(self.members.get(str(best), {})).items():
-            history[f"best/{k}"] = v
-        self.pending = history
+        self.pending = {"env_steps": step, **generation_scalars(metrics, self.members)}
         self.generation = gen
 
     def lineage(self, records: list[dict[str, Any]]) -> None:
         if self.pending is not None and records:
-            chosen = {str(r["member_id"] if r["kind"] == "elite" else r["parent_id"])
-                      for r in records}
-            counts: dict[str, int] = {}
+            chosen = add_selection(self.pending, self.members, self.made_by, records)
             for mid in self.members:
-                kind = self.made_by[mid]
-                counts.setdefault(kind, 0)
                 self.selected[(self.generation, mid)] = mid in chosen
-                if mid in chosen:
-                    counts[kind] += 1
-            self.pending["evo/survived"] = sum(counts.values())
-            for kind, n in counts.items():
-                self.pending[f"evo/survived/{kind}"] = n
-            for r in records:  # a kind the trainer does not count yet still shows
-                self.pending.setdefault(f"evo/{r['kind']}",
-                                        sum(x["kind"] == r["kind"] for x in records))
         for r in records:
             self.made_by[str(r["member_id"])] = r["kind"]
         self.records.extend(records)
