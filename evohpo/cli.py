@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from evohpo import config as C
 from evohpo import paths
@@ -70,21 +70,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg, spec, algo, info = load.load_member(run_dir, args.member)
     if args.render and args.render != "human":  # said before the episode plays, not after
         paths.output_file(Path(args.render), "--render", make_parent=True)
+    # by default the episodes best.pt's score was measured on, so that eval reproduces it
     episodes = args.episodes if args.episodes is not None else (
-        info.get("episodes") or cfg.eval.episodes)  # the best member: as many as confirmed it
+        info.get("episodes") or cfg.eval.episodes)
+    seed = args.seed if args.seed is not None else int(info.get("eval_seed", 0))
     if args.render:
-        frames = load.render(cfg, algo, args.render, args.seed)
+        frames = load.render(cfg, algo, args.render, seed)
         if frames:
             print(f"wrote {args.render} ({frames} frames)")
         return 0
-    returns = evaluate.play(cfg, algo, spec, episodes, args.seed)
+    returns = evaluate.play(cfg, algo, spec, episodes, seed)
     agents = checks.fitness_agents(cfg.eval.fitness_agents, spec)
     total = evaluate.episode_totals(returns, agents)
     teams = checks.playing_teams(cfg, spec)
     who = ("the champions" if teams and "teams" in info else f"member {info.get('id')}"
            + (f" (team {info['team']}; {info['others']} play the others)"
               if "others" in info else ""))
-    print(f"{who} of {run_dir} on {cfg.env.name}: {episodes} episodes, seed {args.seed}")
+    print(f"{who} of {run_dir} on {cfg.env.name}: {episodes} episodes, seed {seed}"
+          + stored_score(info, episodes, seed))
     for a in spec.agents:
         print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")
     if teams:  # each team's own return: there is no one fitness
@@ -97,6 +100,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def stored_score(info: dict[str, Any], episodes: int, seed: int) -> str:
+    """What these episodes are to the score best.pt stores: the same ones, or not."""
+    from evohpo.runtime.evaluate import SEEDING
+
+    fitness = info.get("fitness")
+    if fitness is None or (info.get("eval_seed"), info.get("episodes")) != (seed, episodes):
+        return ""
+    if info.get("seeding") != SEEDING:
+        return (f" (best.pt's seed; its fitness {fitness:.3f} was measured by an older evohpo, "
+                "on other episodes)")
+    return f" (the episodes of best.pt's fitness {fitness:.3f})"
+
+
 def eval_against(args: argparse.Namespace) -> int:
     from evohpo.playback import load
     from evohpo.runtime import evaluate
@@ -104,12 +120,13 @@ def eval_against(args: argparse.Namespace) -> int:
     if args.render:
         raise ConfigError("--render and --against: render a run's own champions (leave out "
                           "--against)")
+    seed = args.seed or 0
     cfg, teams, team, what, returns = load.against(
-        Path(args.run), args.member, args.against, args.team, args.episodes, args.seed)
+        Path(args.run), args.member, args.against, args.team, args.episodes, seed)
     n = len(next(iter(returns.values())))
     print(f"member {args.member} of {args.run} plays {team}; {what} plays "
           f"{', '.join(name for name, _ in teams if name != team)} on {cfg.env.name}: "
-          f"{n} episodes, seed {args.seed}")
+          f"{n} episodes, seed {seed}")
     for name, agents in teams:
         total = evaluate.episode_totals(returns, agents)
         who = "member" if name == team else "opponent"
@@ -188,8 +205,11 @@ def build_parser() -> Parser:
     ev.add_argument("run", help="run directory")
     ev.add_argument("--member", default="best", help="'best' (best ever) or a member id")
     ev.add_argument("--episodes", type=whole("eval.episodes"),
-                    help="episodes (default: the run's eval.episodes)")
-    ev.add_argument("--seed", type=whole("seed"), default=0, help="seed of the evaluation episodes")
+                    help="episodes (default: as many as best.pt's score, else the run's "
+                         "eval.episodes)")
+    ev.add_argument("--seed", type=whole("seed"),
+                    help="seed of the evaluation episodes (default: the one best.pt's score was "
+                         "measured on, so that eval reproduces it; else 0)")
     ev.add_argument("--render", metavar="OUT.gif|human",
                     help="write an animation of one episode, or show it")
     ev.add_argument("--against", metavar="OPPONENT",

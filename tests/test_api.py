@@ -91,6 +91,26 @@ def test_a_member_acts_on_one_observation_as_pettingzoo_takes_it(tmp_path: Path,
     assert all(len(v) == 1 for v in one.values())
 
 
+def test_a_members_actions_are_its_actors_outputs_without_noise(tmp_path: Path) -> None:
+    import torch
+
+    evohpo.train(TINY, run_dir=tmp_path / "r")
+    agent = evohpo.load_run(tmp_path / "r").member("best")
+    spec = agent.algo.spec
+    rng = np.random.default_rng(0)
+    obs = {a: rng.uniform(-1, 1, (64, spec[a].obs_dim)).astype(np.float32) for a in spec.agents}
+    got = agent.act(obs)
+    with torch.no_grad():  # the deterministic policy, in plain torch: squashed mean, argmax
+        out = {a: agent.algo.actors[a](torch.from_numpy(obs[a])) for a in spec.agents}
+    mover = spec["mover"]
+    np.testing.assert_allclose(
+        got["mover"], mover.low + (mover.high - mover.low) * torch.sigmoid(out["mover"]).numpy(),
+        atol=1e-6)
+    np.testing.assert_array_equal(got["picker"], out["picker"].argmax(1).numpy())
+    again = agent.act(obs)
+    assert all(np.array_equal(again[a], got[a]) for a in spec.agents)
+
+
 def test_an_importable_factory_is_stored_by_name_and_a_lambda_in_process() -> None:
     assert register_env(target_game) == "tests.toy_envs:target_game"
 

@@ -164,6 +164,25 @@ def test_a_team_run_resumes_exactly(tmp_path: Path, first: int, over: dict[str, 
             == strip_time(read_jsonl(tmp_path / "full" / "metrics.jsonl")))
 
 
+def test_an_older_run_resumed_measures_its_reference_bars_on_the_new_episodes(
+        tmp_path: Path) -> None:
+    base = ["train", "--config", str(tmp_path / "tag.yaml"), "--quiet"]
+    (tmp_path / "tag.yaml").write_text(yaml.safe_dump(C.to_dict(tag_cfg())))
+    assert main([*base, "--steps", "112", "--run-dir", str(tmp_path / "full")]) == 0
+    assert main([*base, "--steps", "64", "--run-dir", str(tmp_path / "part")]) == 0
+    latest = tmp_path / "part" / "checkpoints" / "latest.pt"
+    meta, tensors = checkpoint.load(latest)
+    league = meta["league"]
+    del league["seeding"]  # bars measured by an older evohpo, on other episodes
+    league["baseline"] = {k: 1e6 for k in league["baseline"]}
+    checkpoint.save(latest, meta, tensors)
+    assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "112", "--quiet"]) == 0
+    bars = [{k: v for k, v in m.items() if k.endswith("/ref")}
+            for m in read_jsonl(tmp_path / "part" / "metrics.jsonl")[-3:]]
+    assert bars[-1] and bars == [{k: v for k, v in m.items() if k.endswith("/ref")}
+                                 for m in read_jsonl(tmp_path / "full" / "metrics.jsonl")[-3:]]
+
+
 def test_joint_population_drives_every_agent_as_before(tmp_path: Path) -> None:
     run(tag_cfg(games={"teams": "joint"}), tmp_path)
     births = [r for r in read_jsonl(tmp_path / "lineage.jsonl") if r["kind"] == "birth"]

@@ -127,3 +127,27 @@ def test_team_stacks_frames_as_training_does(adversary: Path) -> None:
     single = Team(adversary / "policies").act({a: o[0].astype(np.float32) for a, o in rows.items()})
     for a in spec.agents:
         np.testing.assert_allclose(out[a][1], single[a], atol=1e-6)
+
+
+def test_team_reset_starts_the_next_episode_as_a_fresh_team(adversary: Path) -> None:
+    from evohpo.playback.exported import Team
+
+    def after_an_episode(reset: bool) -> tuple[dict, dict]:
+        """A team's actions on the next episode's first observations, after playing 5 steps."""
+        team = Team(adversary / "policies")
+        env = team.make_env()
+        obs, _ = env.reset(seed=3)
+        for _ in range(5):
+            obs, *_ = env.step(team.act(obs))
+        obs, _ = env.reset(seed=4)
+        if reset:
+            team.reset()
+        return team.act(obs), obs
+
+    got, obs = after_an_episode(reset=True)
+    fresh = Team(adversary / "policies").act(obs)
+    for a in fresh:
+        np.testing.assert_array_equal(got[a], fresh[a])
+    # the last episode's frames would have changed them: the test sees a reset that does nothing
+    carried, _ = after_an_episode(reset=False)
+    assert any(not np.allclose(carried[a], fresh[a]) for a in fresh)

@@ -80,3 +80,24 @@ def target_game(**kwargs: Any) -> TargetGame:
 
 def not_parallel(**kwargs: Any) -> object:
     return object()
+
+
+PLAYED: list[int | None] = []  # the seed of every episode a SeedRecorder played in this process
+
+
+class SeedRecorder(TargetGame):
+    """TargetGame noting in PLAYED the reset seed of each episode it plays (at its first step):
+    the env seeds an evaluation really played, not those of episodes only begun by auto-reset."""
+
+    def reset(self, seed: int | None = None, options: Any = None) -> tuple[dict, dict]:
+        self.seed = seed
+        return super().reset(seed, options)
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        if self.t == 0:
+            PLAYED.append(self.seed)
+        return super().step(actions)
+
+
+def seed_recorder(**kwargs: Any) -> SeedRecorder:
+    return SeedRecorder(**kwargs)

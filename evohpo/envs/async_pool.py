@@ -26,6 +26,7 @@ import numpy as np
 
 from evohpo.envs.pool import (
     EnvSlots,
+    Seeds,
     StepResult,
     VectorPool,
     action_arrays,
@@ -236,7 +237,7 @@ class AsyncPool(VectorPool):
                     self._died(w)
         return replies
 
-    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+    def reset(self, seed: Seeds = None) -> dict[str, np.ndarray]:
         self._check(stepping=False)
         seeds = env_seeds(seed, self.num_envs)
         for w, (lo, hi) in enumerate(self._bounds):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.envs.pool import StepResult, VectorPool
+from evohpo.envs.pool import Seeds, StepResult, VectorPool
 from evohpo.envs.spec import EnvSpec
 
 
@@ -52,7 +52,7 @@ class FramePool(VectorPool):
         self.inner, self.spec, self.num_envs = inner, spec, inner.num_envs
         self.stack = Stacker(spec, inner.num_envs)
 
-    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+    def reset(self, seed: Seeds = None) -> dict[str, np.ndarray]:
         self.stack.start(self.inner.reset(seed=seed))
         return self.stack.view()
 

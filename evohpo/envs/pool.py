@@ -27,6 +27,10 @@ class StepResult(NamedTuple):
     done: np.ndarray                   # [n] bool: the episode ended and the env was reset
 
 
+# a pool's reset seeds: one int (env ``i`` gets ``seed + i``), one seed per env, or none
+Seeds = int | Sequence[int] | None
+
+
 class VectorPool(abc.ABC):
     """Interface shared by the sync and async pools (``step_async`` then ``step_wait``)."""
 
@@ -34,8 +38,9 @@ class VectorPool(abc.ABC):
     num_envs: int
 
     @abc.abstractmethod
-    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
-        """Reset every env (env ``i`` with ``seed + i``); returns the first observations."""
+    def reset(self, seed: Seeds = None) -> dict[str, np.ndarray]:
+        """Reset every env (env ``i`` with ``seed + i``, or ``seed[i]`` given one seed per env);
+        returns the first observations."""
 
     @abc.abstractmethod
     def step_async(self, actions: dict[str, np.ndarray]) -> None:
@@ -184,8 +189,15 @@ def episode_seed(seed: int | None, episode: int) -> int | None:
     return int(np.random.SeedSequence([seed, episode]).generate_state(1)[0])
 
 
-def env_seeds(seed: int | None, n: int, offset: int = 0) -> list[int | None]:
-    return [None if seed is None else seed + offset + i for i in range(n)]
+def env_seeds(seed: Seeds, n: int) -> list[int | None]:
+    """The first seed of each of ``n`` envs: ``seed + i`` (training pools), or ``seed[i]``
+    (evaluation pools: :func:`evohpo.runtime.evaluate.scoring_seeds`)."""
+    if seed is None or isinstance(seed, (int, np.integer)):
+        return [None if seed is None else int(seed) + i for i in range(n)]
+    seeds = [int(s) for s in seed]
+    if len(seeds) != n:
+        raise ValueError(f"{len(seeds)} seeds for a pool of {n} envs")
+    return list(seeds)
 
 
 class SyncPool(VectorPool):
@@ -199,7 +211,7 @@ class SyncPool(VectorPool):
         self._slots = EnvSlots([fn() for fn in env_fns], spec, self._arrays, self._actions)
         self._pending = False
 
-    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+    def reset(self, seed: Seeds = None) -> dict[str, np.ndarray]:
         self._slots.reset(env_seeds(seed, self.num_envs))
         return {a: v.copy() for a, v in self._arrays["obs"].items()}
 

@@ -20,7 +20,7 @@ from evohpo.config import Config
 from evohpo.envs import VectorPool
 from evohpo.envs.heuristics import fixed_references
 from evohpo.envs.spec import EnvSpec, Policy
-from evohpo.runtime.evaluate import Teams, eval_pool, seat_return
+from evohpo.runtime.evaluate import SEEDING, Teams, eval_pool, seat_return
 
 
 class References:
@@ -64,7 +64,7 @@ class References:
     def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:
         if self.first is None:
             return {}, {}
-        return ({"league": {"baseline": self.baseline}},
+        return ({"league": {"baseline": self.baseline, "seeding": SEEDING}},
                 {"league_first": [a.state_dict() for a in self.first]})
 
     def load_state_dict(self, meta: dict[str, Any], tensors: dict[str, Any],
@@ -72,7 +72,9 @@ class References:
         if "league_first" in tensors:
             self.first = [restore_algo(self.cfg, self.spec, st, device)
                           for st in tensors["league_first"]]
-            self.baseline = dict(meta.get("league", {}).get("baseline", {}))
+            league = meta.get("league", {})
+            if league.get("seeding") == SEEDING:  # else measured on other episodes: anew
+                self.baseline = dict(league.get("baseline", {}))
 
     def close(self) -> None:
         if self.pool is not None:

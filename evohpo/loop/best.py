@@ -5,8 +5,9 @@ value it overstates its member, and keeping the highest over many generations ov
 more. So each generation the screening winner (the member with the highest fitness) and the
 member kept so far play the same ``eval.confirm_episodes`` fresh episodes; the better of the two
 is kept. The kept member is then scored on another set of fresh episodes, which played no part
-in choosing it: that score is what ``eval/best_ever`` and ``checkpoints/best.pt`` report, and
-``evohpo eval`` reproduces it exactly (same seed, same episodes).
+in choosing it: that score is what ``eval/best_ever`` and ``checkpoints/best.pt`` report, with
+the seed and the number of its episodes; ``evohpo eval RUN`` plays those episodes by default and
+reproduces it exactly.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from evohpo.config import Config
 from evohpo.envs import VectorPool
 from evohpo.envs.spec import EnvSpec
 from evohpo.evolve.member import Member
-from evohpo.runtime.evaluate import Score, eval_pool, score
+from evohpo.runtime.evaluate import SEEDING, Score, eval_pool, score
 
 
 def fresh_seeds(eval_seed: int) -> tuple[int, int]:
@@ -39,6 +40,7 @@ class BestKeeper:
         self.info: dict[str, Any] = {}       # its record: id, hyperparameters, ...
         self.score: Score | None = None      # on the reporting episodes
         self.seed = 0                        # of the reporting episodes
+        self.seeding: str | None = SEEDING   # how their env seeds follow from it
 
     def play(self, algo: Algorithm, seed: int) -> Score:
         if self.pool is None:
@@ -59,7 +61,7 @@ class BestKeeper:
                          "screened_fitness": screened,
                          "hyperparams": dataclasses.asdict(member.hp), "arch": member.algo.arch()}
         assert self.algo is not None
-        self.score, self.seed = self.play(self.algo, report), report
+        self.score, self.seed, self.seeding = self.play(self.algo, report), report, SEEDING
         return new
 
     def keep(self, m: Member, sc: Score, generation: int, env_steps: int, eval_seed: int,
@@ -77,7 +79,7 @@ class BestKeeper:
             return None
         return sc.fitness, {
             "id": m.id, "parent_id": m.parent_id, "fitness": sc.fitness,
-            "per_agent": sc.per_agent, "eval_seed": eval_seed,
+            "per_agent": sc.per_agent, "eval_seed": eval_seed, "seeding": SEEDING,
             "episodes": self.cfg.eval.episodes, "hyperparams": dataclasses.asdict(m.hp),
             "arch": m.algo.arch()}, m.algo
 
@@ -86,6 +88,7 @@ class BestKeeper:
         assert self.score is not None
         return {**self.info, "fitness": self.score.fitness, "per_agent": self.score.per_agent,
                 "fitness_se": self.score.std_error, "eval_seed": self.seed,
+                "seeding": self.seeding,
                 "episodes": self.cfg.eval.confirm_episodes}
 
     # ----------------------------------------------------------------------------- checkpoints
@@ -105,6 +108,7 @@ class BestKeeper:
         self.info = {k: rec[k] for k in keys if k in rec}
         self.score = Score(rec["fitness"], rec["per_agent"], rec["fitness_se"])
         self.seed = rec["eval_seed"]
+        self.seeding = rec.get("seeding")  # none: scored by an older evohpo, on other episodes
 
     def close(self) -> None:
         if self.pool is not None:

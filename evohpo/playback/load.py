@@ -20,7 +20,7 @@ from evohpo.envs.frames import Stacker
 from evohpo.envs.registry import MPE2_ENVS, factory_of
 from evohpo.envs.spec import AgentSpec, EnvSpec, Policy
 from evohpo.errors import ConfigError
-from evohpo.runtime.evaluate import Teams
+from evohpo.runtime.evaluate import Teams, scoring_seeds
 
 
 def run_config(run_dir: Path) -> C.Config:
@@ -161,8 +161,8 @@ def make_render_env(env: str, kwargs: dict[str, Any], mode: str) -> Any:
 
 
 def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
-    """Play one episode; write an animated GIF to ``target`` or show it ('human'). Returns
-    frames."""
+    """Play the first episode of ``seed`` (the first that ``evohpo eval`` scores); write an
+    animated GIF to ``target`` or show it ('human'). Returns frames."""
     human = target == "human"
     if human and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         raise ConfigError("--render human needs a display and none is available here; "
@@ -179,7 +179,7 @@ def render(cfg: C.Config, algo: Algorithm, target: str, seed: int) -> int:
             return {a: np.asarray(obs.get(a, np.zeros(spec.frame_dim(a))), np.float32)[None]
                     for a in spec.agents}
 
-        obs, _ = env.reset(seed=seed)
+        obs, _ = env.reset(seed=scoring_seeds(seed, 1)[0])
         stack.start(observed(obs))
         frames.append(env.render()) if not human else env.render()
         for _ in range(100_000):

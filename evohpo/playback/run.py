@@ -64,11 +64,15 @@ class Run:
         return Agent(info.get("id"), algo, info)
 
     def evaluate(self, which: str | int = "best", episodes: int | None = None,
-                 seed: int = 0) -> dict[str, np.ndarray]:
-        """Per-agent returns of complete noise-free episodes, as the trainer scores them."""
+                 seed: int | None = None) -> dict[str, np.ndarray]:
+        """Per-agent returns of complete noise-free episodes of ``seed``, as the trainer scores
+        them. By default, as ``evohpo eval``: the episodes best.pt's score was measured on (for
+        its member), else ``eval.episodes`` episodes of seed 0."""
         agent = self.member(which)
+        info = agent.info
         return play(self.config, agent.algo, agent.algo.spec,
-                    episodes or self.config.eval.episodes, seed)
+                    episodes or info.get("episodes") or self.config.eval.episodes,
+                    int(info.get("eval_seed", 0)) if seed is None else seed)
 
 
 def load_run(run_dir: str | Path, env: Callable[..., Any] | None = None) -> Run:

@@ -4,7 +4,9 @@ Who drives which agents is a *lineup*: a list of ``(policy, agents)`` pairs, eac
 (without exploration noise) for its own agents. Today every member drives all of an env's
 agents; a lineup lets a member of one team play against members of another, or against a
 reference policy, with the same code. Episodes are complete: every env of the pool plays one
-episode from its own seed, and nothing after an env's first episode counts.
+episode from its own seed, and nothing after an env's first episode counts. An evaluation's
+seed names its episodes: their env seeds are drawn from it (:func:`scoring_seeds`), so that two
+seeds play unrelated episodes and the same seed plays the same ones.
 
 Fitness is the mean episode return summed over the scored agents (``eval.fitness_agents``, by
 default every agent). The trainer, ``evohpo eval``, playback and the Ray actors all score here.
@@ -28,6 +30,21 @@ MAX_EPISODE_STEPS = 100_000
 
 
 Lineup = Sequence[tuple[Policy, Sequence[str]]]
+
+# how an evaluation's episodes follow from its seed, recorded beside stored scores: scores
+# recorded without it were played on env seeds ``seed, seed + 1, ...``, other episodes
+SEEDING = "seed_sequence"
+
+
+def scoring_seeds(seed: int, n: int) -> list[int]:
+    """The env seeds of the ``n`` episodes that an evaluation of ``seed`` plays.
+
+    Drawn from ``seed`` through a ``SeedSequence``, not ``seed + i``: neighbouring seeds play
+    unrelated episodes (two sets of 100 share one with a chance of about 1 in 400,000; 32-bit
+    seeds, which every env's ``reset`` takes), and the first ``k`` of ``n`` episodes are the
+    ``k`` episodes of the same seed.
+    """
+    return [int(s) for s in np.random.SeedSequence(seed).generate_state(n)]
 
 
 @dataclass(frozen=True)
@@ -87,7 +104,8 @@ def lineup_actions(lineup: Lineup, obs: dict[str, np.ndarray]) -> dict[str, np.n
 
 def episode_returns(lineup: Lineup | Policy, pool: VectorPool, seed: int,
                     on_step: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
-    """Each env of ``pool`` plays one complete episode with the lineup's deterministic policies.
+    """Each env of ``pool`` plays one complete episode of ``seed`` (:func:`scoring_seeds`) with
+    the lineup's deterministic policies.
 
     ``lineup`` may be a single policy, which then drives every agent. Returns every agent's
     episode return per env; ``on_step`` (if given) is called after every step (for rendering).
@@ -95,7 +113,7 @@ def episode_returns(lineup: Lineup | Policy, pool: VectorPool, seed: int,
     drivers = (cast(Lineup, lineup) if isinstance(lineup, (list, tuple))
                else [(cast(Policy, lineup), pool.spec.agents)])
     n = pool.num_envs
-    obs = pool.reset(seed=seed)
+    obs = pool.reset(seed=scoring_seeds(seed, n))
     returns = {a: np.zeros(n) for a in pool.spec.agents}
     finished = np.zeros(n, bool)
     for _ in range(MAX_EPISODE_STEPS):

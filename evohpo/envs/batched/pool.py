@@ -7,8 +7,9 @@ as ``obs``. Every agent is alive in every step (mpe2 agents never leave).
 
 Randomness is seeded exactly like the PettingZoo pools: env ``i`` of a pool reset with seed
 ``s`` starts episode ``e`` from the explicit generator ``default_rng(episode_seed(s + i, e))``
-(what mpe2's ``reset(seed=...)`` builds), and each scenario draws from it with mpe2's calls in
-mpe2's order. So with the same seed a batched pool and a SyncPool give the same results, and an
+(``s[i]`` in place of ``s + i`` where one seed per env is given; what mpe2's
+``reset(seed=...)`` builds), and each scenario draws from it with mpe2's calls in mpe2's
+order. So with the same seed a batched pool and a SyncPool give the same results, and an
 env's state is its (seed, episode, actions), as for the other pools: checkpoints rebuild it.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from evohpo.envs.batched import SCENARIOS
-from evohpo.envs.pool import StepResult, VectorPool, env_seeds, episode_seed
+from evohpo.envs.pool import Seeds, StepResult, VectorPool, env_seeds, episode_seed
 from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.envs.teams import derive_teams
 from evohpo.errors import ConfigError, EnvError
@@ -74,7 +75,7 @@ class BatchedPool(VectorPool):
             gens.append(self.gens[i])
         return gens
 
-    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+    def reset(self, seed: Seeds = None) -> dict[str, np.ndarray]:
         n = self.num_envs
         self.seeds = env_seeds(seed, n)
         self.episodes[:] = 0
