@@ -189,7 +189,7 @@ def test_cli_smoke_every_env(env: str, continuous: bool, pool: str, tmp_path: Pa
 
 
 def test_updates_per_learn_keep_a_floor_per_env_step() -> None:
-    from evohpo.runtime.local import updates_per_learn
+    from evohpo.runtime.clock import updates_per_learn
 
     def life(learn_step: int, learns: int, floor: float = 0.04, start: int = 0) -> list[int]:
         return [updates_per_learn(start + k * learn_step, learn_step, 1, floor)

@@ -25,7 +25,7 @@ class Member:
     rng: np.random.Generator          # exploration noise and batch sampling
     born: int = 0                     # generation it was created (or explored in place) in
     steps: int = 0                    # env steps its lineage has collected
-    learn_acc: int = 0                # env steps since it last learned
+    learn_acc: int = 0                # env steps not yet in a learn (runtime/clock.py)
     fitness: list[float] = field(default_factory=list)
     diverged: bool = False            # NaN/inf losses or weights: stops learning, loses selection
     diverged_why: str = ""

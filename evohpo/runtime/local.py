@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,27 +37,10 @@ from evohpo.errors import EnvError
 from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent, Runtime
+from evohpo.runtime.clock import on_tick, steps_owed
 from evohpo.runtime.evaluate import Score, episode_returns, eval_pool, score
 from evohpo.runtime.memory import check_memory
 from evohpo.runtime.rollouts import Rollouts, member_rows
-
-
-def updates_per_learn(done: int, learn_step: int, gradient_steps: int,
-                      min_per_step: float) -> int:
-    """Gradient steps a member takes when it learns (once per ``learn_step`` of its env steps).
-
-    ``gradient_steps``, or more where that falls below ``min_per_step`` per env step: the
-    gradient steps owed for the ``learn_step`` env steps up to ``done`` (the member's env steps
-    that its learns have taken in, this one's included), so over its life a member takes at
-    least ``min_per_step`` per env step, for any learn_step. With too few updates for its data
-    (say learn_step 400, one step each), a critic never fits the data: its action-gradient stays
-    the same in every state, and the actor following it becomes one constant push (on
-    speaker-listener the listener drifts off, far below random).
-    """
-    def owed(n: int) -> int:
-        return math.floor(n * min_per_step + 1e-9)
-
-    return max(gradient_steps, owed(done) - owed(done - learn_step))
 
 
 def nonfinite_weights(algo: Algorithm) -> str | None:
@@ -213,21 +195,17 @@ class LocalRuntime(Runtime):
         return env_act, stored
 
     def learn(self) -> None:
-        """Every member learns once per ``learn_step`` of its own env steps, from the shared
-        memory; the members due to learn take their gradient steps together
-        (:func:`~evohpo.algos.fused.learn_together`), each on its own batch."""
+        """On the population's learn ticks (:mod:`evohpo.runtime.clock`) every member takes the
+        gradient steps it owes, from the shared memory: round ``r`` holds every member that owes
+        more than ``r``, and takes its steps together
+        (:func:`~evohpo.algos.fused.learn_together`), each member on its own batch."""
+        if not on_tick(self.env_steps // self.cfg.env.num_envs, self.members, self.k):
+            return  # between ticks each member's learn_acc keeps what it owes
         ready = self.env_steps >= self.cfg.evolution.learning_delay
         buffer = self.buffer
         assert buffer is not None, "off-policy members learn from the replay memory"
-        owed = [0] * len(self.members)
-        for j, m in enumerate(self.members):
-            while m.learn_acc >= m.hp.learn_step:
-                m.learn_acc -= m.hp.learn_step
-                if not ready or len(buffer) < m.hp.batch_size:
-                    continue
-                owed[j] += updates_per_learn(m.steps - m.learn_acc, m.hp.learn_step,
-                                             self.cfg.algo.gradient_steps,
-                                             m.hp.min_updates_per_step)
+        owed = steps_owed(self.members, self.cfg.algo.gradient_steps,
+                          [ready and len(buffer) >= m.hp.batch_size for m in self.members])
         for r in range(max(owed, default=0)):
             who = [j for j, n in enumerate(owed) if n > r and not self.members[j].diverged]
             if not who:
