@@ -24,6 +24,7 @@ from evohpo import config as C
 from evohpo.config.presets import PRESETS_DIR, preset_path
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.logs.loggers import Logger
+from evohpo.loop.budget import whole_steps
 from evohpo.paths import clear_run_files, default_run_dir, prepare_run_dir
 from evohpo.playback.load import run_config
 from evohpo.playback.run import Agent, Run, load_run
@@ -197,7 +198,7 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     cfg = with_settings(cfg, backend, wandb=wandb)
     from evohpo.algos.registry import on_policy
     from evohpo.runtime.backends import runtime_class
-    from evohpo.runtime.memory import check_memory
+    from evohpo.runtime.memory import check_memory, replay_capacity
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
     from evohpo.config.checks import check, keeps_next_actions, playing_teams
@@ -208,7 +209,7 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     spec = spec_for(cfg.env)
     check(cfg, spec)
     if not on_policy(cfg):  # on-policy learners keep no replay memory
-        check_memory(spec, cfg.buffer.capacity,
+        check_memory(spec, replay_capacity(cfg),
                      keeps_next_actions(cfg, playing_teams(cfg, spec)))
     path = prepare_run_dir(Path(run_dir) if run_dir else default_run_dir(cfg), overwrite)
     return _run(cfg, path, None, [*notes, *found], callbacks, quiet, loggers)
@@ -236,11 +237,13 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
     state = checkpoint.load_latest(path)
     meta = state[0]
     _same_config(path, run_config(path), meta.get("config"))
-    if cfg.steps <= meta["env_steps"]:
-        given = (f"--steps {cfg.steps:,} is not above it" if steps is not None
-                 else f"its budget is {cfg.steps:,}")
+    room = meta["env_steps"] + cfg.env.num_envs  # a run moves in whole steps of its envs
+    if cfg.steps < room:
+        given = (f"its budget is {cfg.steps:,}" if steps is None else f"--steps {cfg.steps:,} is "
+                 + ("not above it" if cfg.steps <= meta["env_steps"]
+                    else f"less than a step of its {cfg.env.num_envs} envs above it"))
         raise ConfigError(f"the run already has {meta['env_steps']:,} env steps ({given}); "
-                          "pass --steps N with N above that to extend its budget")
+                          f"pass --steps N with N at least {room:,} to extend its budget")
     checkpoint.truncate_run_files(path, meta["files"])
     notes = [f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps"]
     from evohpo.logs.loggers import machine_kind
@@ -314,7 +317,7 @@ def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, An
     if cfg.logging.jsonl:
         loggers.append(JsonlLogger(run_dir))
     if cfg.logging.console and not quiet:
-        loggers.append(ConsoleLogger(cfg.steps, initial=state[0]["env_steps"] if state else 0))
+        loggers.append(ConsoleLogger(whole_steps(cfg), state[0] if state else None))
     try:
         loggers += optional_loggers(cfg, run_dir, resume=state is not None)
     except EvohpoError:

@@ -54,9 +54,25 @@ def cmd_train(args: argparse.Namespace) -> int:
                 + (f"; kept member {kept['id']} (what eval and export use), fitness "
                    f"{kept['fitness']:.2f}" if kept.get("fitness") is not None else
                    f"; best ever {s['best_ever']:.2f}"))
-    print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps in "
-          f"{seconds(s['wall_s'])}; {best}; run in {result.run_dir}")
+    from evohpo.loop.budget import rounding
+
+    print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps"
+          f"{rounding(result.config, s['env_steps'])} in {seconds(s['wall_s'])}; {best}; "
+          f"run in {result.run_dir}")
+    if result.run_dir is not None:
+        print(next_commands(result.run_dir))
     return 0
+
+
+def next_commands(run_dir: Path) -> str:
+    """The run's last line: the commands that use it (evaluating and exporting need best.pt)."""
+    import shlex
+
+    run = shlex.quote(str(run_dir))
+    if not (run_dir / "checkpoints" / "best.pt").is_file():
+        return f"next: evohpo report {run}"
+    policies = shlex.quote(str(run_dir / "policies"))
+    return f"next: evohpo eval {run}; evohpo report {run}; evohpo export {run} --out {policies}"
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -92,7 +92,7 @@ def test_the_last_line_names_the_member_eval_uses(tmp_path: Path,
 
     run = tmp_path / "run"
     assert train(run, 64, "--set", "eval.confirm_episodes=2") == 0
-    line = capsys.readouterr().out.strip().splitlines()[-1]
+    line = capsys.readouterr().out.strip().splitlines()[-2]  # the last names what comes next
     kept = best_checkpoint_meta(run)["member"]  # type: ignore[index]
     said = f"kept member {kept['id']} (what eval and export use), fitness {kept['fitness']:.2f}"
     assert said in line, line
@@ -121,10 +121,10 @@ def test_a_short_runs_time_is_not_0s_and_a_resumed_one_is_the_whole_runs(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     assert train(run, 32) == 0
-    first = said_seconds(capsys.readouterr().out.strip().splitlines()[-1], "env steps in ")
+    first = said_seconds(capsys.readouterr().out.strip().splitlines()[-2], "env steps in ")
     assert first > 0
     assert main(["train", "--resume", str(run), "--steps", "64"]) == 0
-    *gens, done = capsys.readouterr().out.strip().splitlines()
+    *gens, done, _ = capsys.readouterr().out.strip().splitlines()  # the last: what comes next
     total = said_seconds(done, "env steps in ")
     logged = read_jsonl(run / "metrics.jsonl")[-1]["time/elapsed_s"]
     last_line = said_seconds([g for g in gens if g.startswith("gen ")][-1], "steps/s  ")

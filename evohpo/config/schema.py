@@ -234,7 +234,8 @@ class GamesConfig:
 
 @dataclass(frozen=True)
 class BufferConfig:
-    capacity: int = _f(1_000_000, "transitions kept in the shared replay memory", lo=1)
+    capacity: int = _f(1_000_000, "most transitions the shared replay memory keeps (at most the "
+                       "budget's)", lo=1)
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,8 @@ class DistributedConfig:
 @dataclass(frozen=True)
 class Config:
     seed: int = _f(0, "one seed for every random stream", lo=0)
-    steps: int = _f(2_000_000, "budget: env steps for the whole population", lo=1)
+    steps: int = _f(2_000_000, "budget: env steps for the whole population (in whole steps of "
+                    "env.num_envs)", lo=1)
     device: str = _f(
         "auto", "auto: cuda where large networks gain, else cpu; cpu, cuda or cuda:N: as named")
     torch_threads: int = _f(

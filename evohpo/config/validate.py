@@ -49,6 +49,10 @@ def validate(cfg: Config) -> None:
                           f"population.size ({pop}) so that every member drives the same number "
                           "of envs; e.g. "
                           f"{pop * max(1, round(cfg.env.num_envs / pop))}")
+    if cfg.steps < cfg.env.num_envs:  # a run moves in whole steps of the pool
+        raise ConfigError(f"config key 'steps': {cfg.steps:,} is less than one step of the "
+                          f"pool's {cfg.env.num_envs} envs (env.num_envs); allowed: at least "
+                          f"{cfg.env.num_envs}")
     if cfg.algo.batch_size > cfg.buffer.capacity:
         raise ConfigError(f"config key 'algo.batch_size': {cfg.algo.batch_size} is larger than "
                           f"buffer.capacity ({cfg.buffer.capacity})")

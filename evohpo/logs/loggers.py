@@ -16,6 +16,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
+from evohpo.logs.evolution import IDS, evolution_line, new_ids
+
 
 def _clean(v: Any) -> Any:
     """JSON has no NaN or inf: write them as null."""
@@ -174,11 +176,20 @@ def summary_line(m: dict[str, Any]) -> str:
 
 
 class ConsoleLogger(Logger):
-    """A tqdm bar over the env-step budget, and one summary line per generation."""
+    """A tqdm bar over the env-step budget, one summary line per generation, and one line on
+    what evolution did where it changed a member.
 
-    def __init__(self, total: int, initial: int = 0):
-        self.total, self._last = total, initial
+    ``total``: the env steps the run will reach (a bar never passes it: tqdm drops a total that
+    is passed). ``resumed``: the checkpoint a resumed run goes on from; one taken at its budget's
+    end came before that generation's line, which the run writes again: not shown twice.
+    """
+
+    def __init__(self, total: int, resumed: dict[str, Any] | None = None):
+        r = resumed or {}
+        self.total, self._last = total, int(r.get("env_steps", 0))
         self._bar: tqdm | None = None  # made at the first step: an error before it shows no bar
+        self._shown = (r["generation"], self._last) if r.get("budget_end") else None
+        self._ids_told = False  # why ids run past the population size: said once
 
     @property
     def bar(self) -> tqdm:
@@ -194,7 +205,17 @@ class ConsoleLogger(Logger):
             self.bar.set_postfix(postfix, refresh=False)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
-        self.bar.write(summary_line({"env_steps": step, **metrics}), file=sys.stdout)
+        shown, self._shown = self._shown, None
+        if shown != (metrics.get("generation"), step):
+            self.bar.write(summary_line({"env_steps": step, **metrics}), file=sys.stdout)
+
+    def lineage(self, records: list[dict[str, Any]]) -> None:
+        line = evolution_line(records)
+        if line is None:
+            return
+        if not self._ids_told and new_ids(records):
+            line, self._ids_told = f"{line} ({IDS})", True
+        self.message(line)
 
     def message(self, text: str) -> None:
         if self._bar is None:

@@ -31,6 +31,7 @@ from evohpo.errors import Diverged, Interrupted
 from evohpo.evolve.lineage import MutationRecord
 from evohpo.evolve.member import child_seed
 from evohpo.logs.loggers import Logger
+from evohpo.loop.budget import whole_steps
 from evohpo.loop.metrics import Window, generation_metrics
 from evohpo.loop.populations import populations
 from evohpo.loop.state import RunState
@@ -95,16 +96,18 @@ class Trainer:
                          + (", sampled starts" if self.cfg.population.init == "sample" else ""))
         self.runtime.start()
         self.place()
-        self.start = self.window_start = time.perf_counter()
+        self.start = time.perf_counter()
+        self.window_start = self.start - s.window_before  # a resumed window's rate counts it all
         with self.interrupts():
             while True:
                 # the checks come before collecting: a checkpoint is always taken here, so a
                 # resumed run re-enters the loop exactly where the saved one left it
                 if self.interrupted:
                     self.stop_on_interrupt()
-                if s.env_steps >= self.cfg.steps:
+                if s.env_steps >= whole_steps(self.cfg):
                     # checkpoint first: a resumed run with a larger budget redoes this evaluation
-                    self.save_checkpoint()
+                    # (its console does not show the line again)
+                    self.save_checkpoint(budget_end=True)
                     self.end_window(evolve=False)
                     break
                 if s.window_steps >= ev.evo_steps:
@@ -120,7 +123,7 @@ class Trainer:
         s, cfg = self.state, self.cfg
         k = self.runtime.k
         n = min(-(-(cfg.evolution.evo_steps - s.window_steps) // k),
-                -(-(cfg.steps - s.env_steps) // cfg.env.num_envs))
+                (whole_steps(cfg) - s.env_steps) // cfg.env.num_envs)
         taken = self.runtime.collect(n, s.env_steps, s.generation, stop=lambda: self.interrupted)
         s.env_steps += taken * cfg.env.num_envs
         s.window_steps += taken * k
@@ -191,10 +194,12 @@ class Trainer:
         self.place()
 
     # ----------------------------------------------------------------------------- checkpoints
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self, budget_end: bool = False) -> None:
         if self.run_dir is None or not self.cfg.checkpoint.enabled:
             return
-        meta, tensors = self.state.to_checkpoint(self.cfg, self.elapsed(), self.run_dir)
+        now = time.perf_counter()
+        meta, tensors = self.state.to_checkpoint(self.cfg, self.elapsed(now), self.run_dir,
+                                                 now - self.window_start, budget_end)
         rmeta, rtensors = self.runtime.state_dict(with_buffer=self.cfg.checkpoint.buffer)
         bmeta, btensors = self.populations.state_dict()
         self.write(self.run_dir / "checkpoints" / "latest.pt", {**meta, **rmeta, **bmeta},

@@ -22,7 +22,7 @@ import torch
 from evohpo.algos import Algorithm
 from evohpo.algos.acting import PopulationActor
 from evohpo.algos.base import Actions
-from evohpo.algos.buffer import ReplayBuffer, human_bytes
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.algos.explore import Part, explore
 from evohpo.algos.fused import learn_together
 from evohpo.algos.onpolicy import sample
@@ -39,7 +39,7 @@ from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent, Runtime
 from evohpo.runtime.clock import on_tick, steps_owed
 from evohpo.runtime.evaluate import Score, episode_returns, eval_pool, score
-from evohpo.runtime.memory import check_memory
+from evohpo.runtime.memory import check_memory, describe, replay_capacity
 from evohpo.runtime.rollouts import Rollouts, member_rows
 
 
@@ -69,8 +69,9 @@ class LocalRuntime(Runtime):
         self.pick = explore if self.rollouts is None else sample
         self.buffer: ReplayBuffer | None = None
         if self.rollouts is None:
-            check_memory(spec, cfg.buffer.capacity, self.next_actions)
-            self.buffer = ReplayBuffer(spec, cfg.buffer.capacity, self.device, self.next_actions)
+            capacity = replay_capacity(cfg)  # no more than the budget can fill
+            check_memory(spec, capacity, self.next_actions)
+            self.buffer = ReplayBuffer(spec, capacity, self.device, self.next_actions)
         self.actor = PopulationActor(spec)
         # one per team, each acting for its own agents only
         self.team_actors = [PopulationActor(dataclasses.replace(spec, agents=agents))
@@ -84,8 +85,7 @@ class LocalRuntime(Runtime):
 
     def start(self) -> None:
         if self.buffer is not None:
-            self.log.message(f"replay memory: {self.cfg.buffer.capacity:,} transitions, "
-                             f"{human_bytes(self.buffer.nbytes)} preallocated")
+            self.log.message(describe(self.cfg, self.buffer.nbytes))
         if self.obs is None:  # a restored runtime has its envs and observations back already
             self.obs = self.pool.reset(seed=self.pool_seed)
 

@@ -5,8 +5,26 @@ from __future__ import annotations
 import os
 
 from evohpo.algos.buffer import ReplayBuffer, human_bytes
+from evohpo.config import Config
 from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError
+
+
+def replay_capacity(cfg: Config) -> int:
+    """Rows of the replay memory: ``buffer.capacity``, or fewer where the budget cannot fill that
+    many (a run stores at most one transition per env step). The rows are the same either way,
+    and a resume that extends the budget grows the memory (loading keeps the order of the rows),
+    so a run resumed with a larger budget samples what the run trained in one go did."""
+    return min(cfg.buffer.capacity, cfg.steps)
+
+
+def describe(cfg: Config, nbytes: int) -> str:
+    """The console's line on the replay memory: its rows, why that many, and its size."""
+    n = replay_capacity(cfg)
+    why = ("buffer.capacity" if n == cfg.buffer.capacity
+           else f"what the budget can fill; buffer.capacity is {cfg.buffer.capacity:,}")
+    return (f"replay memory: {n:,} transitions ({why}), {human_bytes(nbytes)}, "
+            "taken from the system as it fills")
 
 
 def available_memory() -> int | None:

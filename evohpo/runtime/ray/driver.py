@@ -36,6 +36,7 @@ from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import Score
+from evohpo.runtime.memory import replay_capacity
 from evohpo.runtime.ray import connect, group, recovery, require_ray, resolve_resources
 from evohpo.runtime.ray.books import take_members, writable
 from evohpo.runtime.ray.group import MemberGroup, group_config, member_state
@@ -136,7 +137,7 @@ class RayRuntime(Runtime):
                          f"{f', {self.gpus:g} GPUs' if self.gpus else ''} per actor, "
                          f"members on {self.infos[0]['device']}")
         window = self.cfg.evolution.evo_steps * self.cfg.population.size
-        nbytes = ReplayBuffer.bytes_for(self.spec, self.cfg.buffer.capacity, self.next_actions)
+        nbytes = ReplayBuffer.bytes_for(self.spec, replay_capacity(self.cfg), self.next_actions)
         if not self.on_policy:  # on-policy members learn from their own rollouts: nothing shared
             self.log.message(f"ray: experience sharing moves ~"
                              f"{human_bytes(window * self.row_bytes * (n - 1))} per window "
