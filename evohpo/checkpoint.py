@@ -1,17 +1,23 @@
 """Versioned, atomic checkpoints of a whole run: tensors plus JSON metadata, no pickled classes.
 
 A checkpoint file holds ``{"format", "version", "meta": <JSON text>, "tensors": <nested dicts
-and lists of tensors and numbers>}`` and is read with ``torch.load(weights_only=True)``, which
-refuses anything but tensors and plain containers. So a checkpoint loads in a later evohpo, or
-says clearly why it cannot. Writes go to a temporary file that is fsynced and then renamed over
-the old one: a crash or ``kill -9`` at any moment leaves the previous checkpoint intact.
+and lists of tensors and numbers>, "checksum"}`` and is read with
+``torch.load(weights_only=True)``, which refuses anything but tensors and plain containers. So a
+checkpoint loads in a later evohpo, or says clearly why it cannot. The checksum (SHA-256 of the
+metadata and every tensor's bytes) is written in the same file: torch's reader does not notice
+bytes changed inside a tensor, the checksum does (files written before it existed load unchecked).
+Writes go to a temporary file that is fsynced and then renamed over the old one: a crash or
+``kill -9`` at any moment leaves the previous checkpoint intact. The file it replaces stays beside
+it as ``<name>.prev.pt`` (a hard link, no copy), which a damaged checkpoint's error names.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -66,10 +72,42 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def _first_line(e: BaseException) -> str:
-    """The first line of an exception's message, or its type when it has none (an empty file)."""
+def _first_line(e: BaseException, limit: int = 120) -> str:
+    """The first sentence of an exception's message, cut at a word and at most about ``limit``
+    characters, or its type when it has none (an empty file)."""
     lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0][:120]}" if lines else type(e).__name__
+    if not lines:
+        return type(e).__name__
+    text = re.split(r"(?<=[.!?])\s", lines[0], maxsplit=1)[0].rstrip(".")
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+    return f"{type(e).__name__}: {text}"
+
+
+def digest(meta: str, tensors: Any) -> str:
+    """SHA-256 of a checkpoint's content: its metadata text, and every leaf of its tensors with
+    the structure that holds it (keys, list lengths, dtypes and shapes)."""
+    h = hashlib.sha256(meta.encode())
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            h.update(f"{{{len(x)}".encode())
+            for k, v in x.items():
+                h.update(repr(k).encode())
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            h.update(f"[{len(x)}".encode())
+            for v in x:
+                walk(v)
+        elif isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"<{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().data)
+        else:
+            h.update(f"<{type(x).__name__}:{x!r}".encode())
+
+    walk(tensors)
+    return f"sha256:{h.hexdigest()}"
 
 
 def _write_failure(e: BaseException, where: Path) -> str:
@@ -101,12 +139,33 @@ def _remove_stale_temps(path: Path) -> None:
             pass  # alive (another user's process): not ours to remove
 
 
+def previous(path: Path) -> Path:
+    """Where the checkpoint that ``path`` replaced is kept (``latest.pt`` -> ``latest.prev.pt``)."""
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def _keep_previous(path: Path) -> None:
+    """The file about to be replaced, linked as :func:`previous` (each step atomic: ``path``
+    itself is never missing). Where links are not allowed none is kept."""
+    prev = previous(path)
+    link = prev.with_name(f".{prev.name}.tmp-{os.getpid()}")
+    _remove_stale_temps(prev)
+    try:
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+        os.replace(link, prev)
+    except OSError:
+        with contextlib.suppress(OSError):
+            link.unlink(missing_ok=True)
+
+
 def save(path: Path, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
     """Write atomically: temp file, fsync, rename. On failure the old file is untouched and the
     temp file is gone, whatever the failure (torch's writer raises RuntimeError on a full disk)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    obj = {"format": FORMAT, "version": VERSION, "meta": json.dumps(meta),
-           "tensors": tensorize(tensors)}
+    text, content = json.dumps(meta), tensorize(tensors)
+    obj = {"format": FORMAT, "version": VERSION, "meta": text, "tensors": content,
+           "checksum": digest(text, content)}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(path)
@@ -114,6 +173,8 @@ def save(path: Path, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
+        if path.is_file():
+            _keep_previous(path)
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
         why = _write_failure(e, path.parent)
@@ -125,18 +186,49 @@ def save(path: Path, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
     _fsync_dir(path.parent)
 
 
-def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any], dict[str, Any]]:
-    """(meta, tensors) of a checkpoint, or a CheckpointError saying what is wrong with it."""
+def _intact_zip(path: Path) -> bool:
+    """Whether ``path`` is a zip archive (torch's format) whose every entry matches its CRC."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.testzip() is None
+    except Exception:
+        return False
+
+
+def _damaged(path: Path, why: str) -> CheckpointError:
+    """A damaged checkpoint's error: what is wrong, and the previous checkpoint if it is good."""
+    prev, instead = previous(path), "no earlier checkpoint of it is kept"
+    if prev.is_file():
+        try:
+            meta = load(prev, previous_too=False)[0]
+            at = (f" (generation {meta.get('generation')}, {meta['env_steps']:,} env steps)"
+                  if isinstance(meta.get("env_steps"), int) else "")
+            instead = (f"the previous checkpoint {str(prev)!r}{at} is intact: copy it over "
+                       f"{path.name} to go on from there")
+        except CheckpointError:
+            instead = f"the previous checkpoint {str(prev)!r} cannot be read either"
+    return CheckpointError(f"checkpoint {str(path)!r} is {why}; {instead}")
+
+
+def load(path: Path, device: torch.device | str = "cpu",
+         previous_too: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(meta, tensors) of a checkpoint, or a CheckpointError saying what is wrong with it (for a
+    damaged one, with ``previous_too``: whether the checkpoint it replaced is good)."""
+    def damaged(why: str) -> CheckpointError:
+        what = f"damaged or truncated and cannot be read ({why})" if why else "empty (0 bytes)"
+        return _damaged(path, what) if previous_too else CheckpointError(what)
+
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {str(path)!r}")
     if path.stat().st_size == 0:
-        raise CheckpointError(f"checkpoint {str(path)!r} is empty (0 bytes) and cannot be read")
+        raise damaged("")
     try:
         obj = torch.load(path, map_location=device, weights_only=True)
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
-        raise CheckpointError(f"checkpoint {str(path)!r} is damaged or truncated and cannot "
-                              f"be read ({_first_line(e)})") from None
-    except Exception as e:  # the unpickler refusing a class, etc.
+        raise damaged(_first_line(e)) from None
+    except Exception as e:  # the unpickler refusing a class, or refusing damaged bytes
+        if not _intact_zip(path):
+            raise damaged(_first_line(e)) from None
         raise CheckpointError(f"checkpoint {str(path)!r} is not an evohpo checkpoint "
                               f"({_first_line(e)})") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
@@ -146,11 +238,19 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any]
         raise CheckpointError(f"checkpoint {str(path)!r} has format version {version}, newer "
                               f"than this evohpo reads (up to {VERSION}); upgrade evohpo "
                               "to load it")
+    tensors = obj.get("tensors", {})
+    checksum = obj.get("checksum")  # None: written before checkpoints carried one
+    if checksum is not None and checksum != digest(str(obj.get("meta")), tensors):
+        raise damaged("its content does not match the checksum written with it")
     try:
         meta = json.loads(obj["meta"])
     except (KeyError, TypeError, json.JSONDecodeError):
         raise CheckpointError(f"checkpoint {str(path)!r} has unreadable metadata") from None
-    return meta, obj.get("tensors", {})
+    return meta, tensors
+
+
+def _afresh(run_dir: Path) -> str:
+    return f"evohpo train --config {run_dir / 'config.yaml'} --run-dir {run_dir} --overwrite"
 
 
 def load_latest(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -159,9 +259,20 @@ def load_latest(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     path = run_dir / "checkpoints" / "latest.pt"
     if not path.exists():
         raise CheckpointError(f"run {str(run_dir)!r} has no checkpoint to resume from (it stopped "
-                              "before its first one); start it afresh with: evohpo train --config "
-                              f"{run_dir / 'config.yaml'} --run-dir {run_dir} --overwrite")
+                              f"before its first one); start it afresh with: {_afresh(run_dir)}")
     return load(path)
+
+
+def kept(run_dir: Path | None) -> str:
+    """What a run that stops on an error leaves on disk to go on from, as a sentence."""
+    if run_dir is None:
+        return "Nothing is saved (the run has no run directory)."
+    path = run_dir / "checkpoints" / "latest.pt"
+    if path.is_file():
+        return (f"The run's last checkpoint {str(path)!r} is kept: resume with evohpo train "
+                f"--resume {run_dir}")
+    return ("No checkpoint was written, so there is nothing to resume; start the run afresh "
+            f"with: {_afresh(run_dir)}")
 
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:

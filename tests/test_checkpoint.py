@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +185,120 @@ def test_damaged_and_newer_checkpoints_are_clear_errors(
     with pytest.raises(checkpoint.CheckpointError):
         checkpoint.load(latest)
     assert main(["eval", str(tmp_path / "nowhere")]) == 2
+
+
+def spoil(path: Path, n: int, rng: np.random.Generator) -> str:
+    """``n`` random bytes over the middle of the largest tensor stored in checkpoint ``path``
+    (torch's reader checks the archive's structure, not the bytes of the data in it); returns
+    the name of the damaged record."""
+    with zipfile.ZipFile(path) as z:
+        entry = max((e for e in z.infolist() if "/data/" in e.filename), key=lambda e: e.file_size)
+    data = bytearray(path.read_bytes())
+    names = struct.unpack("<HH", data[entry.header_offset + 26:entry.header_offset + 30])
+    start = entry.header_offset + 30 + sum(names)  # past the record's local header
+    assert entry.file_size >= 2 * n, entry.file_size
+    mid = start + entry.file_size // 2 - n // 2
+    data[mid:mid + n] = rng.bytes(n)
+    path.write_bytes(data)
+    return entry.filename
+
+
+def test_random_bytes_in_latest_are_one_line_naming_the_previous_checkpoint(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """4 KB of random bytes in the middle of the replay memory stored in latest.pt: --resume
+    refuses it in one line that names it and the previous checkpoint, which resumes."""
+    run = tmp_path / "r"
+    assert train(run, 400) == 0
+    latest = run / "checkpoints" / "latest.pt"
+    prev = run / "checkpoints" / "latest.prev.pt"
+    spoil(latest, 4096, np.random.default_rng(0))
+    assert main(["train", "--resume", str(run), "--steps", "480", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    before = checkpoint.load(prev)[0]  # the generation before the last
+    assert before["env_steps"] < 400 and before["generation"] >= 1
+    assert (f"checkpoint '{latest}' is damaged or truncated and cannot be read (its content does "
+            "not match the checksum written with it); the previous checkpoint "
+            f"'{prev}' (generation {before['generation']}, {before['env_steps']:,} env steps) "
+            "is intact: copy it over latest.pt to go on from there") in err, err
+    shutil.copy(prev, latest)  # what the line says to do
+    assert main(["train", "--resume", str(run), "--steps", "480", "--quiet"]) == 0
+    prev.unlink()
+    spoil(latest, 4096, np.random.default_rng(1))
+    assert main(["train", "--resume", str(run), "--steps", "560", "--quiet"]) == 2
+    assert "no earlier checkpoint of it is kept" in capsys.readouterr().err
+
+
+def test_random_bytes_in_best_are_one_line_for_eval_and_export(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "r"
+    assert train(run, 400) == 0
+    best = run / "checkpoints" / "best.pt"
+    spoil(best, 1024, np.random.default_rng(0))
+    for cmd in (["eval", str(run), "--episodes", "1"], ["export", str(run), "--out",
+                                                        str(tmp_path / "out")]):
+        assert main(cmd) == 2, cmd
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert f"checkpoint '{best}' is damaged or truncated" in err and "checksum" in err, err
+        assert "best.prev.pt" in err or "no earlier checkpoint of it is kept" in err, err
+
+
+def test_a_checkpoint_without_a_checksum_still_loads(tmp_path: Path) -> None:
+    """Checkpoints written before they carried a checksum load as they are."""
+    path = tmp_path / "old.pt"
+    torch.save({"format": checkpoint.FORMAT, "version": 1, "meta": json.dumps({"generation": 3}),
+                "tensors": {"x": torch.arange(4.0)}}, path)
+    meta, tensors = checkpoint.load(path)
+    assert meta == {"generation": 3} and torch.equal(tensors["x"], torch.arange(4.0))
+
+
+def test_an_unreadable_archive_is_named_in_whole_words(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torch's reader fails on a record's damaged header with a long message: the line keeps its
+    first sentence whole."""
+    run = tmp_path / "r"
+    assert train(run, 64) == 0
+    latest = run / "checkpoints" / "latest.pt"
+    with zipfile.ZipFile(latest) as z:
+        entry = max((e for e in z.infolist() if "/data/" in e.filename), key=lambda e: e.file_size)
+    data = bytearray(latest.read_bytes())
+    data[entry.header_offset:entry.header_offset + 30] = np.random.default_rng(0).bytes(30)
+    latest.write_bytes(data)
+    assert main(["train", "--resume", str(run), "--steps", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid header or archive is corrupted)" in err, err
+    assert "miniz" not in err and "If yo" not in err
+
+
+# a run whose budget ends inside its first window (of 32 env steps here), resumed with more
+BEFORE_FIRST_GENERATION = {
+    "matd3": (ARGS, 8, 96),
+    "mappo": (["--algo", "mappo", "--env", "simple_spread", "--quiet", "--set", "env.pool=sync",
+               "--set", "env.backend=batched", "--set", "env.num_envs=8",
+               "--set", "population.size=2", "--set", "evolution.evo_steps=24",
+               "--set", "evolution.learning_delay=0", "--set", "algo.hidden=[16]",
+               "--set", "algo.rollout=4", "--set", "algo.epochs=1", "--set", "eval.episodes=2",
+               "--set", "mutation.none=0", "--set", "mutation.hyperparameters=1"], 32, 192),
+}
+
+
+@pytest.mark.parametrize("algo", list(BEFORE_FIRST_GENERATION))
+def test_resume_before_the_first_generation_keeps_every_lineage_record(
+        tmp_path: Path, algo: str) -> None:
+    """The first generation's birth records are written when its window ends: a run stopped
+    before that and resumed writes them as the run that never stopped does."""
+    args, first, steps = BEFORE_FIRST_GENERATION[algo]
+    for run, budget in (("full", steps), ("part", first)):
+        assert main(["train", *args, "--steps", str(budget), "--run-dir",
+                     str(tmp_path / run)]) == 0
+    assert checkpoint.load(tmp_path / "part" / "checkpoints" / "latest.pt")[0]["generation"] == 0
+    assert main(["train", "--resume", str(tmp_path / "part"), "--steps", str(steps),
+                 "--quiet"]) == 0
+    full, part = logs(tmp_path / "full"), logs(tmp_path / "part")
+    assert [r["member_id"] for r in full[1] if r["kind"] == "birth"] == [0, 1]
+    assert any(r["kind"] != "birth" for r in full[1])  # evolution acted after the resume point
+    assert part == full
 
 
 @pytest.mark.parametrize("continuous", [True, False])

@@ -148,10 +148,11 @@ class Trainer:
         for m, sc in zip(s.members, scores, strict=True):
             m.fitness.append(sc.fitness)
         if all(m.diverged for m in s.members):
-            where = f" ({self.run_dir / 'checkpoints' / 'latest.pt'})" if self.run_dir else ""
+            where = self.run_dir / "checkpoints" / "latest.pt" if self.run_dir else None
+            kept = (f"the last good generation's checkpoint is kept ({where})"  # if it is
+                    if where is not None and where.is_file() else "no checkpoint was written")
             why = "; ".join(f"member {m.id}: {m.diverged_why}" for m in s.members)
-            raise Diverged(f"every member diverged by generation {s.generation} ({why}); "
-                           f"the last good generation's checkpoint is kept{where}")
+            raise Diverged(f"every member diverged by generation {s.generation} ({why}); {kept}")
         return scores
 
     def target_reached(self, scores: list[Score]) -> bool:
@@ -209,7 +210,8 @@ class Trainer:
         """Continue from a checkpoint's state (of a trainer built with the same config)."""
         self.state = RunState.from_checkpoint(self.cfg, self.spec, meta, tensors,
                                               self.runtime.device)
-        self.births = []  # written when the run began
+        if self.state.generation > 0:  # else the first window's end is still to write them
+            self.births = []
         self.runtime.load_state_dict(meta, tensors)
         self.populations.load_state_dict(meta, tensors, self.runtime.device)
 
