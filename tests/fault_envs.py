@@ -3,7 +3,9 @@ command.
 
 Faults are commanded by constructor keywords (so they pass through ``env.kwargs``). A fault with a
 ``marker`` file fires once across all envs and restarts: the first env to reach it creates the
-file, so a restarted pool runs clean. Without a marker it fires every time.
+file, so a restarted pool runs clean. Without a marker it fires every time. ``crash_one_in=n``
+makes only the envs whose first reset seed is a multiple of ``n`` crash: a pool seeds its envs
+with consecutive seeds, so one env in each ``n`` raises while the others step on.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class FaultEnv(MoverPicker):
 
     def __init__(self, horizon: int = 10, crash_at: int | None = None, hang_at: int | None = None,
                  nan_at: int | None = None, drop_at: int | None = None, marker: str | None = None,
-                 exit_at: int | None = None):
+                 exit_at: int | None = None, crash_one_in: int | None = None):
         super().__init__(
             {"mover": spaces.Box(-10, 10, (3,), np.float32),
              "picker": spaces.Box(-10, 10, (2,), np.float32)},
@@ -31,7 +33,19 @@ class FaultEnv(MoverPicker):
         self.horizon = horizon
         self.crash_at, self.hang_at, self.nan_at, self.exit_at = crash_at, hang_at, nan_at, exit_at
         self.drop_at, self.marker = drop_at, marker
+        self.crash_one_in = crash_one_in
+        self.first_seed: int | None = None
         self.total = 0  # steps over this env's whole life
+
+    def reset(self, seed: int | None = None, options: Any = None) -> tuple[dict, dict]:
+        if self.first_seed is None:
+            self.first_seed = seed
+        return super().reset(seed, options)
+
+    def _crashes(self) -> bool:
+        one_in, seed = self.crash_one_in, self.first_seed
+        return (one_in is None or (seed is not None and seed % one_in == 0)) and self._fires(
+            self.crash_at)
 
     def _fires(self, at: int | None) -> bool:
         if at is None or self.total != at:
@@ -52,7 +66,7 @@ class FaultEnv(MoverPicker):
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         self.total += 1
         self.t += 1
-        if self._fires(self.crash_at):
+        if self._crashes():
             raise RuntimeError(f"injected crash at step {self.total}")
         if self._fires(self.exit_at):
             os._exit(7)

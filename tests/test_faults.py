@@ -171,6 +171,43 @@ def test_repeated_failures_stop_cleanly(tmp_path: Path, capsys: pytest.CaptureFi
     assert "injected crash at step 3" in err and "failed 3 times (env.max_restarts is 2)" in err
 
 
+# before the first checkpoint, and after it (windows of 32 steps; the evaluation envs, which
+# fault too, play 8 steps a window: by the third failure, at step 120, they are at 24)
+@pytest.mark.parametrize("crash_at", [3, 40])
+def test_env_raising_in_step_prints_no_signal_lines_and_says_what_is_kept(
+        tmp_path: Path, crash_at: int) -> None:
+    """One worker's env raises while the other worker waits: each failed pool ends the waiting
+    worker with SIGTERM. Workers forked during training (the restarted pools) must not run the
+    trainer's SIGTERM handler: only a real signal prints a signal line. The last line says what
+    is on disk: no checkpoint (and how to start again), or the checkpoint to resume from."""
+    run = tmp_path / "r"
+    proc = subprocess.run(
+        [sys.executable, "-m", "evohpo", "train", "--env", FAULT, "--run-dir", str(run),
+         "--steps", "400", "--set", f"env.kwargs.crash_at={crash_at}",
+         "--set", "env.kwargs.crash_one_in=2", "--set", "env.kwargs.horizon=4",
+         "--set", "env.pool=async",
+         "--set", "env.workers=2", "--set", "env.max_restarts=2", "--set", "env.num_envs=2",
+         "--set", "population.size=2", "--set", "evolution.evo_steps=32",
+         "--set", "eval.episodes=2", "--set", "algo.hidden=[16]"],
+        capture_output=True, text=True, cwd=Path(__file__).parent.parent, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in out, out
+    assert out.count("restarting the env pool with fresh envs") == 2, out
+    assert "SIGTERM" not in out and "saving a checkpoint" not in out, out
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "injected crash" in last and "the env pool failed 3 times" in last, last
+    latest = run / "checkpoints" / "latest.pt"
+    if crash_at == 3:
+        assert not latest.exists()
+        assert last.endswith("No checkpoint was written, so there is nothing to resume; start the "
+                             f"run afresh with: evohpo train --config {run / 'config.yaml'} "
+                             f"--run-dir {run} --overwrite"), last
+    else:
+        assert checkpoint.load(latest)[0]["generation"] >= 1
+        assert last.endswith(f"The run's last checkpoint '{latest}' is kept: resume with evohpo "
+                             f"train --resume {run}"), last
+
+
 def test_nan_observations_never_reach_the_buffer() -> None:
     t, log = run(fault_cfg("sync", nan_at=4))  # every env sends one NaN observation
     # each env's NaN observation spoils two transitions (as next_obs, then as obs): all kept out

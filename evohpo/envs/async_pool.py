@@ -82,6 +82,9 @@ def _worker(conn: Connection, inherited: list[Connection],
             env_fns: Sequence[Callable[[], Any]], spec: EnvSpec, buf: Any, layout: Layout,
             lo: int, hi: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # a worker forked while the trainer's SIGTERM handler is installed would run it when the
+    # pool terminates the worker: the default ends the worker, silently and at once
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     for c in inherited:  # forked copies of parent ends would keep pipes open after the parent dies
         c.close()
     envs: list[Any] = []

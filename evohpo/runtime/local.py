@@ -27,6 +27,7 @@ from evohpo.algos.explore import Part, explore
 from evohpo.algos.fused import learn_together
 from evohpo.algos.onpolicy import sample
 from evohpo.algos.registry import on_policy
+from evohpo.checkpoint import kept
 from evohpo.config import Config
 from evohpo.devices import auto_choice, resolve_device
 from evohpo.envs import VectorPool, make_pool
@@ -256,9 +257,8 @@ class LocalRuntime(Runtime):
         self.restarts += 1
         limit = self.cfg.env.max_restarts
         if self.restarts > limit:
-            raise EnvError(f"{error} -- the env pool failed {self.restarts} times "
-                           f"(env.max_restarts is {limit}); stopping. "
-                           "The last checkpoint is kept.") from None
+            raise EnvError(f"{error} -- the env pool failed {self.restarts} times (env.max_"
+                           f"restarts is {limit}); stopping. {kept(self.run_dir)}") from None
         self.log.message(f"{error}; restarting the env pool with fresh envs "
                          f"({self.restarts}/{limit})")
         with contextlib.suppress(Exception):

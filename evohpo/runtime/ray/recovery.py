@@ -63,8 +63,8 @@ def recover(rt: Driver, g: int, error: BaseException) -> None:
     why = first_line(error)
     if rt.actor_restarts > limit:
         raise ActorLost(f"ray actor {g} was lost ({why}); {rt.actor_restarts} actors lost "
-                        f"(distributed.max_actor_restarts is {limit}); stopping. The last "
-                        "checkpoint is kept: resume with evohpo train --resume") from None
+                        f"(distributed.max_actor_restarts is {limit}); stopping. "
+                        f"{checkpoint.kept(rt.run_dir)}") from None
     rt.log.message(f"ray: actor {g} was lost ({why}); recreating it and restoring its "
                    f"members ({rt.actor_restarts}/{limit})")
     with contextlib.suppress(Exception):
