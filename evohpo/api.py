@@ -14,7 +14,6 @@ Run directories are made ready in :mod:`evohpo.paths`; a finished run is read th
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from evohpo.config.presets import PRESETS_DIR, preset_path
 from evohpo.errors import ConfigError, EvohpoError
 from evohpo.logs.loggers import Logger
 from evohpo.loop.budget import whole_steps
-from evohpo.paths import clear_run_files, default_run_dir, prepare_run_dir
+from evohpo.paths import default_run_dir, prepare_run_dir, remove_unstarted
 from evohpo.playback.load import run_config
 from evohpo.playback.run import Agent, Run, load_run
 
@@ -197,10 +196,12 @@ def train(config: C.Config | Mapping[str, Any] | str | Path | None = None, *,
     cfg, found = resolve(config, algo=algo, env=env, steps=steps, seed=seed, overrides=overrides)
     cfg = with_settings(cfg, backend, wandb=wandb)
     from evohpo.algos.registry import on_policy
+    from evohpo.devices import resolve_device
     from evohpo.runtime.backends import runtime_class
     from evohpo.runtime.memory import check_memory, replay_capacity
 
     runtime_class(cfg)  # Ray asked for but missing: said before a run directory appears
+    resolve_device(cfg)  # and a GPU
     from evohpo.config.checks import check, keeps_next_actions, playing_teams
     from evohpo.envs import spec_for
 
@@ -324,9 +325,7 @@ def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, An
         if state is None:  # a new run that never started leaves no run directory behind
             for logger in loggers:
                 logger.close()
-            clear_run_files(run_dir)
-            with contextlib.suppress(OSError):
-                run_dir.rmdir()
+            remove_unstarted(run_dir)
         raise
     watcher = _Callbacks(callbacks)
     log = Loggers([*loggers, watcher])
@@ -344,4 +343,6 @@ def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, An
         if trainer is not None:
             trainer.close()
         log.close()
+        if trainer is None and state is None:  # an error found as it was built, e.g. the device
+            remove_unstarted(run_dir)
     return TrainResult(run_dir, cfg, summary, watcher.rows)

@@ -109,6 +109,14 @@ def clear_run_files(path: Path) -> None:
         shutil.rmtree(path / name, ignore_errors=True)
 
 
+def remove_unstarted(path: Path) -> None:
+    """Undo a new run that failed before it started: its files go, and its directory when nothing
+    else is in it, so that the same command can simply be run again."""
+    clear_run_files(path)
+    with contextlib.suppress(OSError):
+        path.rmdir()
+
+
 def prepare_run_dir(path: Path, overwrite: bool) -> Path:
     if path.exists() and not path.is_dir():
         raise ConfigError(f"run directory {str(path)!r} exists and is not a directory")

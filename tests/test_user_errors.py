@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from evohpo import checkpoint
@@ -254,6 +255,38 @@ def test_render_of_an_env_without_render_mode(
 
 
 # ----------------------------------------------------------------------------- run directories
+
+
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without CUDA")
+
+
+@NO_CUDA
+def test_a_gpu_that_is_not_here_leaves_no_run_directory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--set device=cuda without CUDA: one line, and no run directory left behind, so the same
+    command gives the same line again (not 'already exists')."""
+    args = ["train", *ARGS, "--steps", "32", "--run-dir", str(tmp_path / "r"),
+            "--set", "device=cuda"]
+    for _ in range(2):
+        one_line(args, capsys, "config key 'device': 'cuda' asked for, but no CUDA device")
+        assert not (tmp_path / "r").exists()
+
+
+@NO_CUDA
+def test_an_error_found_as_the_run_is_built_removes_what_the_start_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the check made before the run directory appears, the device is refused as the
+    runtime is built: what the start wrote goes (a user's own file stays)."""
+    monkeypatch.setattr("evohpo.devices.resolve_device", lambda cfg: torch.device("cpu"))
+    run = tmp_path / "r"
+    args = ["train", *ARGS, "--steps", "32", "--run-dir", str(run), "--set", "device=cuda"]
+    one_line(args, capsys, "no CUDA device is available")
+    assert not run.exists()
+    run.mkdir()
+    (run / "notes.txt").write_text("mine")
+    one_line([*args, "--overwrite"], capsys, "no CUDA device is available")
+    assert [p.name for p in run.iterdir()] == ["notes.txt"]
 
 
 def test_config_that_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -253,14 +253,17 @@ def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.
     cfg = C.load([TINY, {"logging": {"wandb": {"mode": "online"}}}])
     with pytest.raises(WandbError, match=r"wandb login.*--wandb offline"):
         WandbLogger(cfg, tmp_path)
-    assert main(["train", *ARGS, "--run-dir", str(tmp_path / "r"), "--wandb"]) == 1
-    assert "--wandb offline" in capsys.readouterr().err
+    assert main(["train", *ARGS, "--run-dir", str(tmp_path / "r"), "--wandb"]) == 2  # as bad input
+    err = capsys.readouterr().err
+    assert err.startswith("evohpo: error: W&B (online) could not start: ") and len(
+        err.strip().splitlines()) == 1, err
+    assert "--wandb offline" in err and ".." not in err, err  # each sentence ends once
     # nothing started: the same command can simply be run again
     assert not (tmp_path / "r").exists()
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "notes.txt").write_text("mine")
     assert main(["train", *ARGS, "--run-dir", str(tmp_path / "kept"), "--overwrite",
-                 "--wandb"]) == 1
+                 "--wandb"]) == 2
     # only the run's files go
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
 

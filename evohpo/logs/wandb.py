@@ -37,7 +37,9 @@ LINEAGE_COLUMNS: list[Any] = ["generation", "member_id", "parent_id", "kind", "t
 
 
 class WandbError(EvohpoError):
-    exit_code = 1
+    """W&B could not start (no login, no network): the user's to fix, as bad input is."""
+
+    exit_code = 2
 
 
 def cell(v: Any) -> Any:
@@ -66,7 +68,8 @@ def start_run(cfg: Config, run_dir: Path, resume: bool) -> Any:
     except wandb.errors.Error as e:
         hint = (" Log in with `wandb login` (or set WANDB_API_KEY), or run without an account: "
                 "--wandb offline." if w.mode == "online" else "")
-        raise WandbError(f"W&B ({w.mode}) could not start: {e}.{hint}") from None
+        why = " ".join(str(e).split()).rstrip(".") or type(e).__name__  # one line, one full stop
+        raise WandbError(f"W&B ({w.mode}) could not start: {why}.{hint}") from None
     id_file.write_text(run.id)
     # every chart's x-axis is the population's env steps, not W&B's own call counter
     run.define_metric("env_steps")
