@@ -326,9 +326,10 @@ def test_buffer_check_counts_the_next_actions_a_team_run_keeps(
     assert played > plain  # the next actions as played are a field of their own
     # memory for the transitions alone, not for the next actions a team run also keeps
     monkeypatch.setattr("evohpo.runtime.memory.available_memory", lambda: (plain + played) / 1.8)
+    # a budget that can fill the memory: it is sized to what the budget can fill
     err = cli_error(["train", "--algo", "matd3", "--env", "simple_adversary", "--run-dir",
-                     str(tmp_path / "r"), "--set", f"buffer.capacity={cap}",
-                     "--set", played_targets], capsys)
+                     str(tmp_path / "r"), "--steps", str(2 * cap),
+                     "--set", f"buffer.capacity={cap}", "--set", played_targets], capsys)
     assert "'buffer.capacity': 1,000,000 transitions need" in err
     assert not (tmp_path / "r").exists()
 
