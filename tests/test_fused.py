@@ -3,23 +3,27 @@
 Like the batched env against mpe2: :func:`evohpo.algos.fused.learn_together` must leave every
 member's weights, targets and optimizer state where :meth:`MATD3.learn` on its own batch leaves
 them, for MATD3 and MADDPG, continuous and discrete heads, members with their own learning rates,
-tau, batch sizes, learn steps and shapes, and members that train only their own team.
+tau, batch sizes (rounds laid out in chunks), learn steps and update rates on the population's
+learn clock, and shapes, and members that train only their own team.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import torch
 
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
-from evohpo.algos.buffer import ReplayBuffer
-from evohpo.algos.fused import group_key, learn_together
+from evohpo.algos.buffer import Batch, ReplayBuffer
+from evohpo.algos.fused import chunk_width, group_key, learn_together
 from evohpo.config import ArchSpace
 from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import Member
+from evohpo.runtime.clock import on_tick, steps_owed
 from tests.test_algos import fill
 
 HP = Hyperparams(lr_actor=1e-3, lr_critic=2e-3, batch_size=32, learn_step=1, tau=0.01,
@@ -56,13 +60,13 @@ def flat(algo: MATD3) -> list[torch.Tensor]:
     return out
 
 
-def assert_same(x: MATD3, y: MATD3, atol: float = 1e-5) -> None:
+def assert_same(x: MATD3, y: MATD3, atol: float = 1e-5, rtol: float = 1e-4) -> None:
     assert x.updates == y.updates and x.actor_version == y.actor_version
     assert x.arch() == y.arch()
     fx, fy = flat(x), flat(y)
     assert len(fx) == len(fy)
     for s, t in zip(fx, fy, strict=True):
-        torch.testing.assert_close(s, t, atol=atol, rtol=1e-4)
+        torch.testing.assert_close(s, t, atol=atol, rtol=rtol)
     assert torch.equal(x.gen.get_state(), y.gen.get_state())  # the same noise drawn
 
 
@@ -77,9 +81,7 @@ def run_both(fused: list[MATD3], buf: ReplayBuffer, steps: int, seed: int,
     twins = [np.random.default_rng(seed + j) for j in range(len(fused))]
     for t in range(steps):
         who = learning[t % len(learning)] if learning else list(range(len(fused)))
-        batch, rows = buf.sample_each([fused[j].hp.batch_size for j in who],
-                                      [rngs[j] for j in who])
-        got = learn_together([fused[j] for j in who], batch, rows)
+        got = learn_together([fused[j] for j in who], buf, [rngs[j] for j in who])
         for k, j in enumerate(who):
             want = alone[j].learn(buf.sample(alone[j].hp.batch_size, twins[j]))
             assert got[k].keys() == want.keys()
@@ -88,18 +90,109 @@ def run_both(fused: list[MATD3], buf: ReplayBuffer, steps: int, seed: int,
     return alone
 
 
+# every per-member hyperparameter the learner reads differs; batches of 40 to 300 rows make
+# rounds of 64-row chunks; learn steps and update rates as PBT leaves them apart
+APART = {"lr_actor": [1e-3, 2e-3, 5e-4, 1.5e-3], "lr_critic": [2e-3, 1e-3, 3e-3, 5e-4],
+         "tau": [0.01, 0.02, 0.05, 0.005], "batch_size": [300, 40, 64, 256],
+         "learn_step": [16, 19, 24, 30], "min_updates_per_step": [0.0, 0.04, 0.1, 0.04]}
+
+
+def members_apart(spec: EnvSpec, algo: str) -> list[MATD3]:
+    return [MATD3(spec, dataclasses.replace(HP, **{k: v[j] for k, v in APART.items()}),
+                  Switches(**ALGOS[algo]), [16, 16], "relu", seed=10 + j) for j in range(4)]
+
+
+def run_ticks(fused: list[MATD3], buf: ReplayBuffer, ticks: int, seed: int,
+              k: int = 2) -> list[MATD3]:
+    """The population's learn clock (:mod:`evohpo.runtime.clock`) over ``ticks`` ticks, each
+    member's owed steps taken in rounds through learn_together; beside it, a copy of each member
+    takes the same number of steps one by one through MATD3.learn, on the same draws."""
+    alone = [m.clone(0) for m in fused]
+    for a, m in zip(alone, fused, strict=True):
+        a.gen.set_state(m.gen.get_state())
+    on = [Member(j, None, m, np.random.default_rng(seed + j)) for j, m in enumerate(fused)]
+    twins = [np.random.default_rng(seed + j) for j in range(len(fused))]
+    v = done = 0
+    while done < ticks:
+        if on_tick(v, on, k):
+            done += 1
+            owed = steps_owed(on, 1, [True] * len(on))
+            for r in range(max(owed)):
+                who = [j for j, n in enumerate(owed) if n > r]
+                got = learn_together([fused[j] for j in who], buf, [on[j].rng for j in who])
+                for j, g in zip(who, got, strict=True):
+                    want = alone[j].learn(buf.sample(alone[j].hp.batch_size, twins[j]))
+                    assert g.keys() == want.keys()
+                    for key in want:
+                        assert g[key] == pytest.approx(want[key], rel=1e-3, abs=1e-4)
+        for m in on:
+            m.steps += k
+            m.learn_acc += k
+        v += 1
+    return alone
+
+
+@pytest.fixture
+def float64(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Networks, batches and draws in float64. Over a hundred updates float32 rounding alone
+    can move a weight by 1e-3 (Adam divides a gradient near zero, summed in another order, by
+    its own small size), which would hide a real error; in float64 a member's fused and own
+    updates agree to about 1e-15."""
+    gather = ReplayBuffer.gather
+
+    def in_float64(self: ReplayBuffer, idx: np.ndarray) -> Batch:
+        return Batch(*[None if d is None else {a: t.double() for a, t in d.items()}
+                       for d in gather(self, idx)])
+
+    monkeypatch.setattr(ReplayBuffer, "gather", in_float64)
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+@pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("algo", sorted(ALGOS))
 @pytest.mark.parametrize("discrete", [False, True])
-def test_a_population_learns_as_each_member_alone(algo: str, discrete: bool) -> None:
+def test_a_population_on_the_clock_learns_as_each_member_alone(algo: str,
+                                                                discrete: bool) -> None:
     spec = spec_of(discrete)
     buf = ReplayBuffer(spec, 500)
     fill(buf, spec, 500, np.random.default_rng(0))
-    fused = members(spec, algo, 4)
-    # learn steps differ: members 0 and 2 every step, 1 and 3 every other one (the others masked)
-    alone = run_both(fused, buf, 100, seed=1, learning=[[0, 1, 2, 3], [0, 2]])
-    assert [m.updates for m in fused] == [100, 50, 100, 50]
+    fused = members_apart(spec, algo)
+    assert fused[0].actors["a"].layers[0].weight.dtype == torch.float64
+    alone = run_ticks(fused, buf, 100, seed=1)
+    # ticks every 8 vector steps from the start, the last at 1584 env steps each: 99, 83, 66
+    # and 52 learns; member 2 takes 0.1 per env step (2 or 3 per learn of 24), member 3 0.04
+    # (1 or 2 per learn of 30)
+    assert [m.updates for m in fused] == [99, 83, 158, 62]
+    for x, y in zip(fused, alone, strict=True):
+        assert_same(x, y, atol=1e-11, rtol=1e-9)
+
+
+def test_in_float32_too() -> None:
+    spec = spec_of(True)
+    buf = ReplayBuffer(spec, 500)
+    fill(buf, spec, 500, np.random.default_rng(0))
+    fused = members_apart(spec, "matd3")
+    alone = run_ticks(fused, buf, 20, seed=1)
     for x, y in zip(fused, alone, strict=True):
         assert_same(x, y)
+
+
+def test_chunk_width_and_the_chunks_of_a_round() -> None:
+    assert chunk_width([256] * 4) == 256
+    assert chunk_width([40, 64, 256, 300]) == 64          # 11 chunks, 704 rows, not 4 x 300
+    assert chunk_width([32, 28, 24, 32]) == 32            # one chunk each beats padding less
+    spec = spec_of(False)
+    buf = ReplayBuffer(spec, 300)
+    fill(buf, spec, 300, np.random.default_rng(4))
+    batch, rows = buf.sample_each([70, 20], [np.random.default_rng(j) for j in range(2)], 32)
+    assert rows.shape == (4, 32) and rows.sum(1).tolist() == [32, 32, 6, 20]
+    for j, (at, n) in enumerate([(0, 70), (96, 20)]):  # each caller's draws, as sample gives
+        want = buf.sample(n, np.random.default_rng(j))
+        torch.testing.assert_close(batch.obs["a"].flatten(0, 1)[at:at + n], want.obs["a"])
 
 
 def test_groups_reform_after_architecture_mutations_and_copies() -> None:
@@ -165,8 +258,7 @@ def test_another_learner_learns_through_its_own_learn_on_its_own_rows() -> None:
     ms = members(spec, "matd3", 2)
     own = Mine(spec, dataclasses.replace(HP, batch_size=20), Switches(**ALGOS["matd3"]),
                [16, 16], "relu", seed=1)
-    batch, rows = buf.sample_each([32, 20, 28], [np.random.default_rng(j) for j in range(3)])
-    out = learn_together([ms[0], own, ms[1]], batch, rows)
+    out = learn_together([ms[0], own, ms[1]], buf, [np.random.default_rng(j) for j in range(3)])
     assert seen == [20] and out[1] == {"loss": 1.0}
     assert "critic_loss/a" in out[0] and "critic_loss/a" in out[2]
     assert [m.updates for m in ms] == [1, 1]

@@ -136,19 +136,24 @@ class ReplayBuffer:
         idx = rng.integers(0, self.size, size=batch_size)
         return self.gather(idx)
 
-    def sample_each(self, sizes: list[int],
-                    rngs: list[np.random.Generator]) -> tuple[Batch, torch.Tensor]:
-        """One batch per caller, in one gather: ``[M, max(sizes), ...]`` tensors, caller ``j``'s
-        draws (the rows :meth:`sample` would give it) first, then padding; and ``[M, B]`` ones on
-        its rows, zeros on the padding."""
+    def sample_each(self, sizes: list[int], rngs: list[np.random.Generator],
+                    chunk: int | None = None) -> tuple[Batch, torch.Tensor]:
+        """One batch per caller, in one gather, laid out in chunks of ``chunk`` rows (default: the
+        largest size, one chunk each): ``[C, chunk, ...]`` tensors, caller ``j``'s draws (the rows
+        :meth:`sample` would give it) in its ``ceil(sizes[j] / chunk)`` chunks, in order, after
+        the chunks of the callers before it, the last one padded; and ``[C, chunk]`` ones on its
+        rows, zeros on the padding."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
-        width = max(sizes)
-        idx = np.zeros((len(sizes), width), np.int64)
-        rows = np.zeros((len(sizes), width), np.float32)
-        for j, (n, rng) in enumerate(zip(sizes, rngs, strict=True)):
-            idx[j, :n] = rng.integers(0, self.size, size=n)
-            rows[j, :n] = 1.0
+        width = chunk or max(sizes)
+        counts = [-(-n // width) for n in sizes]
+        idx = np.zeros((sum(counts), width), np.int64)
+        rows = np.zeros((sum(counts), width), np.float32)
+        at = 0
+        for n, c, rng in zip(sizes, counts, rngs, strict=True):
+            idx[at:at + c].reshape(-1)[:n] = rng.integers(0, self.size, size=n)
+            rows[at:at + c].reshape(-1)[:n] = 1.0
+            at += c
         return self.gather(idx), torch.from_numpy(rows).to(self.device)
 
     def gather(self, idx: np.ndarray) -> Batch:

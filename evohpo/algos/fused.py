@@ -4,9 +4,12 @@ Members whose networks have the same shapes (and the same agents to train) form 
 group's actors, critics and their targets are stacked across members (and across the agents of
 a member where shapes agree, :mod:`evohpo.algos.stacked`) and learn with batched products, one
 backward pass per loss kind and one optimizer call per learning rate. Each member keeps its own
-learning rates, tau, batch size (its first rows of a padded batch), random stream and
-policy-delay phase, so its update is the one :meth:`MATD3.learn <evohpo.algos.matd3.MATD3.learn>`
-makes on the same batch, up to float rounding: same losses, same noise draws in the same order.
+learning rates, tau, batch size, random stream and policy-delay phase, so its update is the one
+:meth:`MATD3.learn <evohpo.algos.matd3.MATD3.learn>` makes on the same batch, up to float
+rounding: same losses, same noise draws in the same order.
+
+Members' batches differ in size: a round's rows are laid out in chunks of one width, each
+chunk run on its member's networks (:mod:`evohpo.algos.chunks`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from evohpo.algos import optim
 from evohpo.algos.base import Algorithm
-from evohpo.algos.buffer import Batch
+from evohpo.algos.buffer import Batch, ReplayBuffer
+from evohpo.algos.chunks import Chunks, chunk_width, draw, select
 from evohpo.algos.explore import target_action, train_action
 from evohpo.algos.matd3 import MATD3
 from evohpo.algos.networks import MLP
@@ -34,13 +39,16 @@ def group_key(algo: Algorithm) -> tuple[object, ...]:
     return type(algo), getattr(algo, "sw", None), algo.learners, algo.device, shapes
 
 
-def learn_together(algos: Sequence[Algorithm], batch: Batch, rows: torch.Tensor) -> list[Metrics]:
-    """One gradient step for each of ``algos`` on its rows of ``batch``.
-
-    ``batch`` holds ``[M, B, ...]`` tensors, member ``j``'s transitions in its first rows;
-    ``rows`` (``[M, B]``) is 1 on them and 0 on the padding. Returns each member's losses, as
-    :meth:`~evohpo.algos.matd3.MATD3.learn` does.
-    """
+def learn_together(algos: Sequence[Algorithm], buffer: ReplayBuffer,
+                   rngs: Sequence[np.random.Generator]) -> list[Metrics]:
+    """One gradient step for each of ``algos``, on a batch of its own ``batch_size`` drawn from
+    ``buffer`` with its generator in ``rngs`` (the rows :meth:`ReplayBuffer.sample` would give
+    it; all in one gather). Returns each member's losses, as
+    :meth:`~evohpo.algos.matd3.MATD3.learn` does."""
+    sizes = [a.hp.batch_size for a in algos]
+    width = chunk_width(sizes)
+    batch, rows = buffer.sample_each(sizes, list(rngs), width)
+    chunks = Chunks.of(sizes, width, rows.device)
     groups: dict[tuple[object, ...], list[int]] = {}
     for j, algo in enumerate(algos):
         groups.setdefault(group_key(algo), []).append(j)
@@ -48,12 +56,13 @@ def learn_together(algos: Sequence[Algorithm], batch: Batch, rows: torch.Tensor)
     for members in groups.values():
         if type(algos[members[0]]) is not MATD3:  # another learner: each on its own rows
             for j in members:
-                n = int(rows[j].sum())
-                one = Batch(*[None if d is None else {a: t[j, :n] for a, t in d.items()}
+                at = chunks.rows_of(j)
+                one = Batch(*[None if d is None else {a: t.flatten(0, 1)[at] for a, t in d.items()}
                               for d in batch])  # type: ignore[arg-type]
                 out[j] = algos[j].learn(one)
             continue
-        sub = (batch, rows) if len(members) == len(algos) else _select(batch, rows, members)
+        sub = ((batch, rows, chunks) if len(members) == len(algos)
+               else select(batch, rows, chunks, members))
         group = [algos[j] for j in members]
         for j, metrics in zip(members, _learn_group(group, *sub),  # type: ignore[arg-type]
                               strict=True):
@@ -61,53 +70,36 @@ def learn_together(algos: Sequence[Algorithm], batch: Batch, rows: torch.Tensor)
     return out
 
 
-def _select(batch: Batch, rows: torch.Tensor, members: list[int]) -> tuple[Batch, torch.Tensor]:
-    idx = torch.tensor(members, device=rows.device)
-
-    def pick(d: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
-        return None if d is None else {a: t.index_select(0, idx) for a, t in d.items()}
-
-    fields = [pick(getattr(batch, f)) for f in Batch._fields]
-    return Batch(*fields), rows.index_select(0, idx)  # type: ignore[arg-type]
-
-
-def _draw(algos: Sequence[MATD3], sizes: list[int], dim: int, width: int,
-          fn: Callable[..., torch.Tensor], fill: float) -> torch.Tensor:
-    """``[M, width, dim]``: member j's ``fn((n_j, dim))`` from its own generator in its first
-    rows, ``fill`` after them."""
-    dev = algos[0].device
-    draws = [fn((n, dim), generator=a.gen, device=dev) for a, n in zip(algos, sizes, strict=True)]
-    if all(n == width for n in sizes):
-        return torch.stack(draws)
-    out = torch.full((len(algos), width, dim), fill, device=dev)
-    for j, (d, n) in enumerate(zip(draws, sizes, strict=True)):
-        out[j, :n] = d
-    return out
-
-
 Net = tuple[str, int]  # (agent, critic index; 0 for an actor)
 
 
 class Stacked:
-    """Networks ``keys`` (one shape) of every member as one stack, member-major."""
+    """Networks ``keys`` (one shape) of every member as one stack, member-major, run on the
+    chunks of a round: chunk ``c`` on its member's networks."""
 
     def __init__(self, algos: Sequence[MATD3], get: Callable[[MATD3, str, int], MLP],
-                 keys: list[Net], leaf: bool):
+                 keys: list[Net], leaf: bool, chunks: Chunks):
         self.m, self.keys = len(algos), keys
         self.stack: Stack = stack([get(a, agent, k) for a in algos for agent, k in keys], leaf)
+        self.run_on = self.stack
+        self.c = len(chunks.owners)
+        if not chunks.one_each:  # each chunk's copy of its member's weights (gradients sum back)
+            g = len(keys)
+            idx = (chunks.owner[:, None] * g + torch.arange(g, device=chunks.owner.device))
+            self.run_on = self.stack.take(idx.reshape(-1))
 
     def run(self, shared: torch.Tensor | None = None,
             inputs: Callable[[str, int], torch.Tensor] | None = None) -> dict[Net, torch.Tensor]:
-        """Per key ``[M, B, out]``; inputs ``shared`` (``[M, B, in]``, read by all of them), or
+        """Per key ``[C, B, out]``; inputs ``shared`` (``[C, B, in]``, read by all of them), or
         per key from ``inputs``."""
-        m, g = self.m, len(self.keys)
+        c, g = self.c, len(self.keys)
         if shared is not None:
-            y = self.stack.shared(shared)
+            y = self.run_on.shared(shared)
         else:
             assert inputs is not None
-            x = torch.stack([inputs(agent, k) for agent, k in self.keys], dim=1)  # [M, G, B, in]
-            y = self.stack(x.reshape(m * g, *x.shape[2:]))
-        y = y.contiguous().reshape(m, g, *y.shape[1:])
+            x = torch.stack([inputs(agent, k) for agent, k in self.keys], dim=1)  # [C, G, B, in]
+            y = self.run_on(x.reshape(c * g, *x.shape[2:]))
+        y = y.contiguous().reshape(c, g, *y.shape[1:])
         return {key: y[:, i] for i, key in enumerate(self.keys)}
 
     def tensors(self) -> list[torch.Tensor]:
@@ -115,12 +107,12 @@ class Stacked:
 
 
 def _stacks(algos: Sequence[MATD3], keys: list[Net], get: Callable[[MATD3, str, int], MLP],
-            leaf: bool) -> list[Stacked]:
+            leaf: bool, chunks: Chunks) -> list[Stacked]:
     """One :class:`Stacked` per shape among the networks ``keys`` (all members share them)."""
     by: dict[object, list[Net]] = {}
     for agent, k in keys:
         by.setdefault(shape_key(get(algos[0], agent, k)), []).append((agent, k))
-    return [Stacked(algos, get, ks, leaf) for ks in by.values()]
+    return [Stacked(algos, get, ks, leaf, chunks) for ks in by.values()]
 
 
 def _run_all(stacks: list[Stacked], **inputs: Any) -> dict[Net, torch.Tensor]:
@@ -174,13 +166,12 @@ def _step(opts: list[list[torch.optim.Optimizer]], learners: tuple[str, ...],
     optim.step([o for row in opts for o in row], flat, None)
 
 
-def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metrics]:
+def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor,
+                 chunks: Chunks) -> list[Metrics]:
     first = algos[0]
     sw, spec, agents, learners = first.sw, first.spec, first.agents, first.learners
-    sizes = [int(n) for n in rows.sum(1).tolist()]
-    width = rows.shape[1]
     masks = {a: b.alive[a] * rows for a in learners}
-    denoms = {a: masks[a].sum(1).clamp(min=1.0) for a in learners}
+    denoms = {a: chunks.per_member(masks[a].sum(1)).clamp(min=1.0) for a in learners}
     for algo in algos:
         algo.updates += 1
     delayed = [a.updates % sw.policy_delay == 0 for a in algos]
@@ -189,27 +180,28 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
     crit_keys = [(a, k) for a in learners for k in range(len(first.critics[a]))]
     with torch.no_grad():
         tgt_actors = _stacks(algos, [(a, 0) for a in learners],
-                             lambda al, a, k: al.actor_targets[a], leaf=False)
+                             lambda al, a, k: al.actor_targets[a], False, chunks)
         nxt = {a: out for (a, _), out in
                _run_all(tgt_actors, inputs=lambda a, k: b.next_obs[a]).items()}
-        noise = {a: _draw(algos, sizes, spec[a].act_dim, width, torch.randn, 0.0)
+        noise = {a: draw(algos, chunks, spec[a].act_dim, torch.randn, 0.0)
                  for a in learners if sw.target_noise > 0}  # in agent order, as learn draws
         next_act = [target_action(spec[a], sw, nxt[a], noise.get(a)) if a in learners
                     else first._next_action(a, b) for a in agents]  # as played
         target_in = torch.cat([*(b.next_obs[a] for a in agents), *next_act], dim=2)
         q_next = _run_all(_stacks(algos, crit_keys, lambda al, a, k: al.critic_targets[a][k],
-                                  leaf=False), shared=target_in)
+                                  False, chunks), shared=target_in)
         y = {a: b.rewards[a] + sw.gamma * (1.0 - b.terminated[a]) * torch.stack(
             [q_next[a, k].squeeze(2) for k in range(len(first.critics[a]))]).min(0).values
             for a in learners}
     obs_all = torch.cat([b.obs[a] for a in agents], dim=2)
     act_all = [b.actions[a] for a in agents]
     critic_in = torch.cat([obs_all, *act_all], dim=2)
-    critics = _stacks(algos, crit_keys, lambda al, a, k: al.critics[a][k], leaf=True)
+    critics = _stacks(algos, crit_keys, lambda al, a, k: al.critics[a][k], True, chunks)
     q = _run_all(critics, shared=critic_in)
-    critic_losses = torch.stack([sum((masks[a] * (q[a, k].squeeze(2) - y[a]).pow(2)).sum(1)
-                                     for k in range(len(first.critics[a]))) / denoms[a]
-                                 for a in learners], dim=1)  # [M, learners]
+    critic_losses = torch.stack([chunks.per_member(torch.stack([
+        (masks[a] * (q[a, k].squeeze(2) - y[a]).pow(2)).sum(1)
+        for k in range(len(first.critics[a]))]).sum(0)) / denoms[a]
+        for a in learners], dim=1)  # [M, learners]
     _step([[al.critic_opts[a] for a in learners] for al in algos], learners, critics,
           critic_losses, sw.max_grad_norm)
     metrics: list[Metrics] = [
@@ -221,12 +213,14 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
     if act:
         sub_algos = [algos[j] for j in act]
         if len(act) < len(algos):
-            b, rows = _select(b, rows, act)
-            masks = {a: masks[a][act] for a in learners}
+            keep = torch.tensor([c for c, j in enumerate(chunks.owners) if j in act],
+                                device=rows.device)
+            b, rows, chunks = select(b, rows, chunks, act)
+            masks = {a: masks[a].index_select(0, keep) for a in learners}
             denoms = {a: denoms[a][act] for a in learners}
-            obs_all = obs_all[act]
-            act_all = [t[act] for t in act_all]
-        actors, losses = _actor_losses(sub_algos, b, rows, masks, denoms, obs_all, act_all)
+            obs_all = obs_all.index_select(0, keep)
+            act_all = [t.index_select(0, keep) for t in act_all]
+        actors, losses = _actor_losses(sub_algos, b, chunks, masks, denoms, obs_all, act_all)
         _step([[al.actor_opts[a] for a in learners] for al in sub_algos], learners, actors,
               losses, sw.max_grad_norm)
         _polyak(sub_algos)
@@ -236,7 +230,7 @@ def _learn_group(algos: list[MATD3], b: Batch, rows: torch.Tensor) -> list[Metri
     return metrics
 
 
-def _actor_losses(algos: list[MATD3], b: Batch, rows: torch.Tensor,
+def _actor_losses(algos: list[MATD3], b: Batch, chunks: Chunks,
                   masks: dict[str, torch.Tensor], denoms: dict[str, torch.Tensor],
                   obs_all: torch.Tensor,
                   act_all: list[torch.Tensor]) -> tuple[list[Stacked], torch.Tensor]:
@@ -245,23 +239,24 @@ def _actor_losses(algos: list[MATD3], b: Batch, rows: torch.Tensor,
     (:meth:`MATD3.actor_loss`)."""
     first = algos[0]
     sw, spec, agents, learners = first.sw, first.spec, first.agents, first.learners
-    sizes = [int(n) for n in rows.sum(1).tolist()]
-    actors = _stacks(algos, [(a, 0) for a in learners], lambda al, a, k: al.actors[a],
-                     leaf=True)
+    actors = _stacks(algos, [(a, 0) for a in learners], lambda al, a, k: al.actors[a], True,
+                     chunks)
     raw = {a: out for (a, _), out in _run_all(actors, inputs=lambda a, k: b.obs[a]).items()}
     # the Gumbel draws in learner order, as learn draws them
-    acts = {a: train_action(spec[a], sw, raw[a], _draw(
-        algos, sizes, spec[a].act_dim, rows.shape[1], torch.rand, 0.5)
-        if spec[a].discrete else None) for a in learners}
+    acts = {a: train_action(spec[a], sw, raw[a], draw(
+        algos, chunks, spec[a].act_dim, torch.rand, 0.5) if spec[a].discrete else None)
+        for a in learners}
     joints = {}
     for a in learners:
         i = agents.index(a)
         joints[a] = torch.cat([obs_all, *act_all[:i], acts[a], *act_all[i + 1:]], dim=2)
     q = _run_all(_stacks(algos, [(a, 0) for a in learners],
-                         lambda al, a, k: al.critics[a][0], leaf=False),
+                         lambda al, a, k: al.critics[a][0], False, chunks),
                  inputs=lambda a, k: joints[a])
-    return actors, torch.stack([(-(masks[a] * q[a, 0].squeeze(2)).sum(1) + sw.action_reg * (
-        masks[a] * raw[a].pow(2).mean(2)).sum(1)) / denoms[a] for a in learners], dim=1)
+    return actors, torch.stack([chunks.per_member(
+        -(masks[a] * q[a, 0].squeeze(2)).sum(1)
+        + sw.action_reg * (masks[a] * raw[a].pow(2).mean(2)).sum(1)) / denoms[a]
+        for a in learners], dim=1)
 
 
 def _polyak(algos: list[MATD3]) -> None:

@@ -51,6 +51,12 @@ class Stack:
                           x.transpose(1, 2))  # [M, G*out, B]
         return self._rest(h.reshape(m * g, out, x.shape[1])).transpose(1, 2)
 
+    def take(self, idx: torch.Tensor) -> Stack:
+        """The networks ``idx`` (a network may come more than once): a stack of copies whose
+        gradients sum back into this one's."""
+        return Stack([w.index_select(0, idx) for w in self.weights],
+                     [b.index_select(0, idx) for b in self.biases], self.activation)
+
     def _rest(self, h: torch.Tensor) -> torch.Tensor:
         """From the first layer's output on (feature-major)."""
         fn, last = ACTIVATIONS[self.activation], len(self.weights) - 1

@@ -212,10 +212,8 @@ class LocalRuntime(Runtime):
             if not who:
                 break
             ms = [self.members[j] for j in who]
-            batch, rows = buffer.sample_each([m.hp.batch_size for m in ms],
-                                                  [m.rng for m in ms])
-            for j, m, metrics in zip(who, ms, learn_together([m.algo for m in ms], batch, rows),
-                                     strict=True):
+            got = learn_together([m.algo for m in ms], buffer, [m.rng for m in ms])
+            for j, m, metrics in zip(who, ms, got, strict=True):
                 self.learned(j, m, metrics)
 
     # ----------------------------------------------------------------------------- on-policy
