@@ -46,7 +46,7 @@ class Collect(Logger):
             print(f"{self.label:<8} gen {row['generation']:>4} steps {step:>10,} "
                   f"wall {row['time/elapsed_s']:>7.0f}s best {row['eval/best_fitness']:>8.2f} "
                   f"mean {row['eval/mean_fitness']:>8.2f} "
-                  f"{row['train/env_steps_per_s']:>7.0f} steps/s",
+                  f"{row['time/env_steps_per_s']:>7.0f} steps/s",
                   flush=True)
 
 

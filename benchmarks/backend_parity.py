@@ -16,7 +16,7 @@ from typing import Any
 
 from _common import Collect, machine, preset_config, run
 
-SKIP = ("time/", "train/env_steps_per_s")
+SKIP = ("time/", "train/env_steps_per_s")  # the second: what older versions called the rate
 
 
 def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, int]:

@@ -41,10 +41,10 @@ def test_a_resumed_run_does_not_show_its_last_generation_again(
     assert [m["generation"] for m in after] == [0, 1, 2, 3]
     # generation 2's rate (written again) counts its window's wall time before the checkpoint,
     # not only the evaluation after the resume
-    window_s = 400 / after[2]["train/env_steps_per_s"]
+    window_s = 400 / after[2]["time/env_steps_per_s"]
     assert window_s >= meta["window_s"] > 0
-    assert after[2]["train/env_steps_per_s"] < 2 * before[2]["train/env_steps_per_s"], \
-        (after[2]["train/env_steps_per_s"], before[2]["train/env_steps_per_s"])
+    assert after[2]["time/env_steps_per_s"] < 2 * before[2]["time/env_steps_per_s"], \
+        (after[2]["time/env_steps_per_s"], before[2]["time/env_steps_per_s"])
 
 
 def test_a_run_resumed_mid_window_shows_that_generation_when_it_ends(

@@ -115,7 +115,7 @@ def write_run(path: Path, shift: float = 0.0, seed: int = 0, **cfg_over: Any) ->
         best = max(fit, key=lambda i: fit[i])
         row: dict[str, Any] = {"env_steps": 300 * (g + 1), "generation": g,
                                "time/elapsed_s": 10.0 * (g + 1),
-                               "train/env_steps_per_s": 30.0, "eval/best_fitness": fit[best],
+                               "time/env_steps_per_s": 30.0, "eval/best_fitness": fit[best],
                                "eval/mean_fitness": float(np.mean(list(fit.values()))),
                                "eval/best_ever": max(max(r["eval/best_fitness"] for r in rows)
                                                      if rows else -1e9,

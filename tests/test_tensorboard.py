@@ -82,7 +82,7 @@ def test_a_run_writes_what_wandb_charts_against_env_steps(tmp_path: Path) -> Non
     assert [s for s, _ in got["eval/best_fitness"]] == steps
     assert [v for _, v in got["generation"]] == [0, 1, 2, 3, 4, 5]
     for tag in ("eval/best_fitness", "eval/mean_fitness", "train/episodic_return",
-                "train/env_steps_per_s", "time/elapsed_s"):
+                "time/env_steps_per_s", "time/elapsed_s"):
         want = [(m["env_steps"], m[tag]) for m in metrics if m.get(tag) is not None]
         assert len(want) >= 3 and [s for s, _ in got[tag]] == [s for s, _ in want]
         assert [v for _, v in got[tag]] == pytest.approx([v for _, v in want], rel=1e-6)

@@ -172,7 +172,7 @@ def summary_line(m: dict[str, Any]) -> str:
                f"best {f(m['eval/best_fitness'])}  mean {f(m['eval/mean_fitness'])}  "
                f"best member {m['eval/best_member']}")
     return (f"gen {m['generation']:>4}  steps {m['env_steps']:>10,}  {fitness}  "
-            f"{m['train/env_steps_per_s']:,.0f} steps/s  {seconds(m['time/elapsed_s'])}")
+            f"{m['time/env_steps_per_s']:,.0f} steps/s  {seconds(m['time/elapsed_s'])}")
 
 
 class ConsoleLogger(Logger):

@@ -2,7 +2,7 @@
 
 The scalars W&B charts (:mod:`evohpo.logs.scalars`), one point per generation under the same
 slash-separated tags (``eval/best_fitness``, ``train/episodic_return``,
-``train/env_steps_per_s``, ``member/<id>/lr_actor``, ``best/<key>``, ``evo/survived``, ...), with
+``time/env_steps_per_s``, ``member/<id>/lr_actor``, ``best/<key>``, ``evo/survived``, ...), with
 the population's env steps as the global step. Written through torch's ``SummaryWriter``: the
 ``tensorboard`` extra (``pip install 'evohpo[tensorboard]'``).
 

@@ -46,7 +46,7 @@ def generation_metrics(w: Window) -> dict[str, Any]:
     m: dict[str, Any] = {
         "generation": w.generation,
         "time/elapsed_s": w.elapsed_s,
-        "train/env_steps_per_s": w.env_steps / max(w.window_s, 1e-9),
+        "time/env_steps_per_s": w.env_steps / max(w.window_s, 1e-9),
         "train/episodic_return": (float(np.mean(w.stats.train_returns))
                                   if w.stats.train_returns else None),
         "eval/best_fitness": fitness[best],
