@@ -155,9 +155,9 @@ class JsonlLogger(Logger):
 
 
 def seconds(s: float) -> str:
-    """Wall seconds as the console prints them: a tenth under a minute, so a short run is not
-    "0s"."""
-    return f"{s:.1f}s" if s < 59.95 else f"{s:.0f}s"
+    """Wall seconds as the console prints them: hundredths under a second and tenths under a
+    minute, so a short run is not "0s"."""
+    return f"{s:.2f}s" if s < 0.995 else f"{s:.1f}s" if s < 59.95 else f"{s:.0f}s"
 
 
 def summary_line(m: dict[str, Any]) -> str:
