@@ -26,7 +26,7 @@ from _common import machine
 from evohpo import config as C
 from evohpo.algos import initial_hyperparams
 from evohpo.algos.buffer import ReplayBuffer
-from evohpo.algos.fused import learn_together
+from evohpo.algos.fused import PopulationLearner
 from evohpo.envs.registry import probe
 from evohpo.evolve.population import make_population
 
@@ -72,7 +72,8 @@ def bench(algo: str, env: str, act_envs: int, batch: int, hidden: list[int],
 def population(env: str, algo: str, hidden: list[int], size: int, batch: int, n: int,
                device: str) -> dict[str, float]:
     """Milliseconds per update of ``size`` members (each with its own learning rates): one after
-    another (``MATD3.learn``), and together (``learn_together``); each samples its own batch."""
+    another (``MATD3.learn``), and together (``PopulationLearner.learn``); each samples its own
+    batch."""
     cfg = C.load([{"algo": {"name": algo, "hidden": hidden, "batch_size": batch},
                    "env": {"name": env, "num_envs": 16}, "population": {"size": size}}])
     spec = probe(cfg.env.name, cfg.env.kwargs)
@@ -92,8 +93,10 @@ def population(env: str, algo: str, hidden: list[int], size: int, batch: int, n:
         for m in members:
             m.algo.learn(buf.sample(batch, m.rng))
 
+    learner = PopulationLearner()  # as a runtime holds one: the stacks stay between updates
+
     def fused() -> None:
-        learn_together([m.algo for m in members], buf, [m.rng for m in members])
+        learner.learn([m.algo for m in members], buf, [m.rng for m in members])
 
     # interleaved, so a change in the machine's load hits both alike
     times: dict[str, float] = {"one_by_one_ms": float("inf"), "fused_ms": float("inf")}

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evohpo.algos.fused import PopulationLearner
 from evohpo.evolve.member import Member
 from evohpo.loop.trainer import Trainer
-from evohpo.runtime import local
 from evohpo.runtime.clock import on_tick, steps_owed, tick, updates_per_learn
 from tests.test_trainer import NO_MUTATION, tiny
 
@@ -77,13 +77,13 @@ def test_learns_passed_over_before_the_memory_is_ready_are_not_owed_later() -> N
 def test_members_out_of_step_learn_together_in_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
     # 4 members on 8 envs (2 each), 150 vector steps: ticks every 8 of them
     calls: list[int] = []
-    fused = local.learn_together
+    learn = PopulationLearner.learn
 
-    def counting(algos: Any, *args: Any) -> Any:
+    def counting(self: PopulationLearner, algos: Any, *args: Any) -> Any:
         calls.append(len(algos))
-        return fused(algos, *args)
+        return learn(self, algos, *args)
 
-    monkeypatch.setattr(local, "learn_together", counting)
+    monkeypatch.setattr(PopulationLearner, "learn", counting)
     cfg = tiny(steps=1200, env={"num_envs": 8}, population={"size": 4},
                evolution={"evo_steps": 10_000, "tournament_size": 1}, mutation=NO_MUTATION)
     t = Trainer(cfg)
@@ -98,3 +98,5 @@ def test_members_out_of_step_learn_together_in_a_run(monkeypatch: pytest.MonkeyP
     assert [m.algo.updates for m in t.members] == [18, 15, 12, 10]
     # every tick's first round holds every member that owes
     assert len(calls) == 18 + 1 and sum(calls) == 18 + 15 + 12 + 10
+    # one group, its stacks formed once and kept through every round, however many learn
+    assert t.runtime.learner.formed == 1  # type: ignore[attr-defined]

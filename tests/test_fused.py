@@ -18,7 +18,8 @@ import torch
 
 from evohpo.algos import ALGOS, MATD3, Hyperparams, Switches
 from evohpo.algos.buffer import Batch, ReplayBuffer
-from evohpo.algos.fused import chunk_width, group_key, learn_together
+from evohpo.algos.chunks import chunk_width
+from evohpo.algos.fused import PopulationLearner, group_key, learn_together
 from evohpo.config import ArchSpace
 from evohpo.envs.spec import AgentSpec, EnvSpec
 from evohpo.evolve.lineage import MutationRecord
@@ -70,24 +71,31 @@ def assert_same(x: MATD3, y: MATD3, atol: float = 1e-5, rtol: float = 1e-4) -> N
     assert torch.equal(x.gen.get_state(), y.gen.get_state())  # the same noise drawn
 
 
-def run_both(fused: list[MATD3], buf: ReplayBuffer, steps: int, seed: int,
-             learning: list[list[int]] | None = None) -> list[MATD3]:
-    """``steps`` updates of ``fused`` through learn_together and of copies of them one by one,
-    on the same rows; ``learning[t]``: the members that learn at step t (default: all)."""
-    alone = [m.clone(0) for m in fused]
-    for a, m in zip(alone, fused, strict=True):
-        a.gen.set_state(m.gen.get_state())
+def run_both(fused: list[MATD3], buf: ReplayBuffer, steps: int, seed: int) -> list[MATD3]:
+    """``steps`` updates of ``fused`` together (one PopulationLearner) and of copies of them one
+    by one, on the same rows."""
+    alone = [twin(m) for m in fused]
+    learner = PopulationLearner()
     rngs = [np.random.default_rng(seed + j) for j in range(len(fused))]
     twins = [np.random.default_rng(seed + j) for j in range(len(fused))]
-    for t in range(steps):
-        who = learning[t % len(learning)] if learning else list(range(len(fused)))
-        got = learn_together([fused[j] for j in who], buf, [rngs[j] for j in who])
-        for k, j in enumerate(who):
-            want = alone[j].learn(buf.sample(alone[j].hp.batch_size, twins[j]))
-            assert got[k].keys() == want.keys()
-            for key in want:
-                assert got[k][key] == pytest.approx(want[key], rel=1e-3, abs=1e-4)
+    for _ in range(steps):
+        got = learner.learn(fused, buf, rngs)
+        for j, g in enumerate(got):
+            same_losses(g, alone[j].learn(buf.sample(alone[j].hp.batch_size, twins[j])))
     return alone
+
+
+def twin(m: MATD3) -> MATD3:
+    """A copy that learns alone, drawing what ``m`` draws."""
+    a = m.clone(0)
+    a.gen.set_state(m.gen.get_state())
+    return a
+
+
+def same_losses(got: dict[str, float], want: dict[str, float]) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == pytest.approx(want[key], rel=1e-3, abs=1e-4)
 
 
 # every per-member hyperparameter the learner reads differs; batches of 40 to 300 rows make
@@ -102,34 +110,47 @@ def members_apart(spec: EnvSpec, algo: str) -> list[MATD3]:
                   Switches(**ALGOS[algo]), [16, 16], "relu", seed=10 + j) for j in range(4)]
 
 
-def run_ticks(fused: list[MATD3], buf: ReplayBuffer, ticks: int, seed: int,
-              k: int = 2) -> list[MATD3]:
-    """The population's learn clock (:mod:`evohpo.runtime.clock`) over ``ticks`` ticks, each
-    member's owed steps taken in rounds through learn_together; beside it, a copy of each member
-    takes the same number of steps one by one through MATD3.learn, on the same draws."""
-    alone = [m.clone(0) for m in fused]
-    for a, m in zip(alone, fused, strict=True):
-        a.gen.set_state(m.gen.get_state())
-    on = [Member(j, None, m, np.random.default_rng(seed + j)) for j, m in enumerate(fused)]
-    twins = [np.random.default_rng(seed + j) for j in range(len(fused))]
-    v = done = 0
-    while done < ticks:
-        if on_tick(v, on, k):
-            done += 1
-            owed = steps_owed(on, 1, [True] * len(on))
-            for r in range(max(owed)):
-                who = [j for j, n in enumerate(owed) if n > r]
-                got = learn_together([fused[j] for j in who], buf, [on[j].rng for j in who])
-                for j, g in zip(who, got, strict=True):
-                    want = alone[j].learn(buf.sample(alone[j].hp.batch_size, twins[j]))
-                    assert g.keys() == want.keys()
-                    for key in want:
-                        assert g[key] == pytest.approx(want[key], rel=1e-3, abs=1e-4)
-        for m in on:
-            m.steps += k
-            m.learn_acc += k
-        v += 1
-    return alone
+class Clock:
+    """The population on the learn clock (:mod:`evohpo.runtime.clock`, ``k`` env steps per
+    member and vector step), each tick's owed steps taken in rounds through one
+    PopulationLearner; beside it, a copy of each member takes the same steps one by one through
+    MATD3.learn, on the same draws."""
+
+    def __init__(self, fused: list[MATD3], buf: ReplayBuffer, seed: int, k: int = 2):
+        self.fused, self.buf, self.k, self.v = fused, buf, k, 0
+        self.learner = PopulationLearner()
+        self.on = [Member(j, None, m, np.random.default_rng(seed + j))
+                   for j, m in enumerate(fused)]
+        self.twins = [np.random.default_rng(seed + j) for j in range(len(fused))]
+        self.alone = [twin(m) for m in fused]
+
+    def put(self, j: int, algo: MATD3) -> None:
+        """Member ``j`` is now ``algo`` (its copy alone starts from it)."""
+        self.fused[j] = self.on[j].algo = algo
+        self.alone[j] = twin(algo)
+
+    def ticks(self, n: int) -> None:
+        done = 0
+        while done < n:
+            if on_tick(self.v, self.on, self.k):
+                done += 1
+                owed = steps_owed(self.on, 1, [True] * len(self.on))
+                for r in range(max(owed)):
+                    who = [j for j, n in enumerate(owed) if n > r]
+                    got = self.learner.learn([self.fused[j] for j in who], self.buf,
+                                             [self.on[j].rng for j in who], self.fused)
+                    for j, g in zip(who, got, strict=True):
+                        alone = self.alone[j]
+                        same_losses(g, alone.learn(self.buf.sample(alone.hp.batch_size,
+                                                                   self.twins[j])))
+            for m in self.on:
+                m.steps += self.k
+                m.learn_acc += self.k
+            self.v += 1
+
+    def check(self, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+        for x, y in zip(self.fused, self.alone, strict=True):
+            assert_same(x, y, atol, rtol)
 
 
 @pytest.fixture
@@ -162,23 +183,25 @@ def test_a_population_on_the_clock_learns_as_each_member_alone(algo: str,
     fill(buf, spec, 500, np.random.default_rng(0))
     fused = members_apart(spec, algo)
     assert fused[0].actors["a"].layers[0].weight.dtype == torch.float64
-    alone = run_ticks(fused, buf, 100, seed=1)
+    clock = Clock(fused, buf, seed=1)
+    clock.ticks(100)
     # ticks every 8 vector steps from the start, the last at 1584 env steps each: 99, 83, 66
     # and 52 learns; member 2 takes 0.1 per env step (2 or 3 per learn of 24), member 3 0.04
     # (1 or 2 per learn of 30)
     assert [m.updates for m in fused] == [99, 83, 158, 62]
-    for x, y in zip(fused, alone, strict=True):
-        assert_same(x, y, atol=1e-11, rtol=1e-9)
+    clock.check(atol=1e-11, rtol=1e-9)
+    # one group, formed once: the members' weights, targets and Adam state live in its stacks
+    assert clock.learner.formed == 1
+    assert_in_stacks(clock.learner, fused)
 
 
 def test_in_float32_too() -> None:
     spec = spec_of(True)
     buf = ReplayBuffer(spec, 500)
     fill(buf, spec, 500, np.random.default_rng(0))
-    fused = members_apart(spec, "matd3")
-    alone = run_ticks(fused, buf, 20, seed=1)
-    for x, y in zip(fused, alone, strict=True):
-        assert_same(x, y)
+    clock = Clock(members_apart(spec, "matd3"), buf, seed=1)
+    clock.ticks(20)
+    clock.check()
 
 
 def test_chunk_width_and_the_chunks_of_a_round() -> None:
@@ -195,22 +218,78 @@ def test_chunk_width_and_the_chunks_of_a_round() -> None:
         torch.testing.assert_close(batch.obs["a"].flatten(0, 1)[at:at + n], want.obs["a"])
 
 
-def test_groups_reform_after_architecture_mutations_and_copies() -> None:
+def assert_in_stacks(learner: PopulationLearner, algos: list[MATD3]) -> None:
+    """Every member's parameters, targets and Adam moments are views into its group's stacks."""
+    for algo in algos:
+        group = learner.groups[group_key(algo)]
+        stacks = {t.untyped_storage().data_ptr() for shapes in group.shapes.values()
+                  for sh in shapes for t in (*sh.params, *sh.targets, *sh.exp_avg,
+                                             *sh.exp_avg_sq, sh.steps)}
+        for a in algo.learners:
+            for net in (algo.actors[a], algo.actor_targets[a], *algo.critics[a],
+                        *algo.critic_targets[a]):
+                for p in net.parameters():
+                    assert p.untyped_storage().data_ptr() in stacks
+            for opt in (algo.actor_opts[a], algo.critic_opts[a]):
+                for st in opt.state.values():
+                    assert all(t.untyped_storage().data_ptr() in stacks for t in st.values())
+
+
+def own_memory(algo: MATD3) -> bool:
+    """Whether every tensor of ``algo``'s state dict holds only its own elements."""
+    def leaves(x: object) -> list[torch.Tensor]:
+        if isinstance(x, torch.Tensor):
+            return [x]
+        if isinstance(x, dict):
+            return [t for v in x.values() for t in leaves(v)]
+        return [t for v in x for t in leaves(v)] if isinstance(x, list) else []
+
+    return all(t.untyped_storage().nbytes() == t.numel() * t.element_size()
+               for t in leaves(algo.state_dict()))
+
+
+@pytest.mark.usefixtures("float64")
+def test_groups_reform_after_mutations_copies_and_a_resume() -> None:
     spec = spec_of(False)
-    buf = ReplayBuffer(spec, 400)
-    fill(buf, spec, 400, np.random.default_rng(1))
-    fused = members(spec, "matd3", 4)
-    run_both(fused, buf, 5, seed=3)
+    buf = ReplayBuffer(spec, 500)
+    fill(buf, spec, 500, np.random.default_rng(1))
+    clock = Clock(members_apart(spec, "matd3"), buf, seed=3)
+    clock.ticks(30)
+    fused, learner = clock.fused, clock.learner
+    assert learner.formed == 1 and own_memory(fused[0])  # a state or a copy takes no stack along
+    # a resume: member 0 rebuilt from its state (new objects, the same values: its copy alone
+    # goes on as it was); member 1's architecture and member 2's activation mutate; member 3
+    # becomes a copy of member 0 with a learning rate of its own
+    state = fused[0].state_dict()
+    fused[0] = clock.on[0].algo = MATD3.from_state_dict(spec, fused[0].sw, state)
+    clock.alone[0].actor_version = fused[0].actor_version  # counts changes since it was built
     rng = np.random.default_rng(0)
-    space = ArchSpace(min_layers=1, max_layers=3, min_width=8, max_width=64, node_steps=[8])
-    fused[1].mutate_architecture(space, rng, MutationRecord(1, 1, None, "architecture"))
+    # only a new layer fits: fresh tensors, whose Adam steps start again beside the others'
+    space = ArchSpace(min_layers=2, max_layers=3, min_width=16, max_width=16, layer_prob=1.0)
+    rec = fused[1].mutate_architecture(space, rng, MutationRecord(1, 1, None, "architecture"))
+    assert rec.op.startswith("add_layer")
+    clock.put(1, fused[1])
     fused[2].mutate_activation(ArchSpace(activations=["tanh"]), rng,
                                MutationRecord(1, 2, None, "activation"))
-    fused[3] = fused[0].clone(99)  # a copy: in its parent's group, with its own noise
+    clock.put(2, fused[2])
+    copy = fused[0].clone(99)
+    copy.set_hyperparams(lr_critic=4e-3)
+    clock.put(3, copy)
     assert len({group_key(m) for m in fused}) == 3
-    alone = run_both(fused, buf, 30, seed=5)
-    for x, y in zip(fused, alone, strict=True):
-        assert_same(x, y)
+    clock.ticks(40)
+    clock.check(atol=1e-11, rtol=1e-9)
+    assert learner.formed == 1 + 3 and set(learner.groups) == {group_key(m) for m in fused}
+    # the new layer's Adam steps count from 0, the others' on
+    kind = rec.target.split("/")[1]
+    assert not all(sh.uniform for sh in learner.groups[group_key(fused[1])].shapes[kind])
+    assert_in_stacks(learner, fused)
+    # a state loaded in place (as into a Ray actor's member): the same objects, new Adam state
+    fused[2].load_state_dict(fused[2].state_dict())
+    clock.alone[2].actor_version = fused[2].actor_version
+    clock.ticks(30)
+    clock.check(atol=1e-11, rtol=1e-9)
+    assert learner.formed == 5
+    assert_in_stacks(learner, fused)
 
 
 def test_team_members_take_the_other_teams_played_next_actions() -> None:

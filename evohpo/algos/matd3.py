@@ -288,6 +288,15 @@ class MATD3(PerAgent):
         return arch_mutations.mutate_activation(self, space, rng, rec)
 
     # ------------------------------------------------------------------ state
+    def clone(self, seed: int) -> MATD3:
+        """An independent copy (weights, optimizer and every other state); its own stream. Its
+        tensors are its own, never views into the stacks of a group it was learning in."""
+        other = super().clone(seed)
+        for opt in [*other.actor_opts.values(), *other.critic_opts.values()]:
+            for st in opt.state.values():
+                st.update({k: v.clone() for k, v in st.items() if isinstance(v, torch.Tensor)})
+        return other
+
     def arch(self) -> dict[str, Any]:
         """Per agent: actor and critic hidden widths, and the activation they share.
 

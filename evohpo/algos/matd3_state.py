@@ -30,9 +30,22 @@ class Stateful(Learner, Protocol):
                         init_gen: torch.Generator) -> None: ...
 
 
+def own(x: Any) -> Any:
+    """``x`` (nested dicts and lists) with every tensor a copy of its own: a member's tensors may
+    be views into its group's stacks (:mod:`evohpo.algos.group`), which a state must not carry
+    (a saved view brings the whole stack along)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, dict):
+        return {k: own(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [own(v) for v in x]
+    return x
+
+
 def state_of(algo: Stateful) -> dict[str, Any]:
     """Everything a MATD3 holds, as a state dict (weights, targets, optimizers, streams)."""
-    return {
+    return own({
         "hp": dataclasses.asdict(algo.hp),
         "arch": algo.arch(),
         "actors": {a: n.state_dict() for a, n in algo.actors.items()},
@@ -46,7 +59,7 @@ def state_of(algo: Stateful) -> dict[str, Any]:
         "learners": list(algo.learners),
         "gen": algo.gen.get_state(),
         "ou_state": {a: x.copy() for a, x in algo.ou_state.items()},
-    }
+    })
 
 def load_state(algo: Stateful, state: dict[str, Any]) -> None:
     """Load a state; networks (and optimizers) are rebuilt first if its architecture differs."""

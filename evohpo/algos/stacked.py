@@ -1,21 +1,18 @@
 """Many MLPs of one shape as one: their weights stacked along a leading axis, run with batched
 matrix products.
 
-:func:`stack` copies the networks' parameters into ``[K, out, in]`` tensors with
-``torch.stack``; a loss computed from a stack of leaves gives gradients in the same ``[K, ...]``
-layout, which :mod:`evohpo.algos.fused` clips and hands to each network's optimizer. Networks
-that read the same input (a member's critics) take their first layer as one product
-(:meth:`Stack.shared`), not one per network.
+A :class:`Stack` runs on ``[K, out, in]`` weights (views into a group's buffers,
+:mod:`evohpo.algos.group`); a loss computed from them gives gradients in the same ``[K, ...]``
+layout, which :mod:`evohpo.algos.fused` clips and steps. Networks that read the same input (a
+member's critics) take their first layer as one product (:meth:`Stack.shared`), not one per
+network.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
 import torch
-from torch import nn
 
 from evohpo.algos.networks import ACTIVATIONS, MLP
 
@@ -63,21 +60,6 @@ class Stack:
         for i in range(1, last + 1):
             h = torch.baddbmm(self.biases[i], self.weights[i], fn(h))
         return h
-
-
-def stack(nets: Sequence[MLP], leaf: bool = False) -> Stack:
-    """The networks (all of one shape and activation) as one :class:`Stack` of copies of their
-    weights; ``leaf``: the copies take gradients (the networks' own parameters do not)."""
-    layers = [[cast(nn.Linear, layer) for layer in n.layers] for n in nets]
-    weights, biases = [], []
-    with torch.no_grad():
-        for i in range(len(layers[0])):
-            weights.append(torch.stack([ls[i].weight for ls in layers]))
-            biases.append(torch.stack([ls[i].bias for ls in layers]).unsqueeze(2))
-    if leaf:
-        for t in (*weights, *biases):
-            t.requires_grad_(True)
-    return Stack(weights, biases, nets[0].activation)
 
 
 def shape_key(net: MLP) -> tuple[int, int, tuple[int, ...], str]:

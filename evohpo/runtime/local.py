@@ -24,7 +24,7 @@ from evohpo.algos.acting import PopulationActor
 from evohpo.algos.base import Actions
 from evohpo.algos.buffer import ReplayBuffer
 from evohpo.algos.explore import Part, explore
-from evohpo.algos.fused import learn_together
+from evohpo.algos.fused import PopulationLearner
 from evohpo.algos.onpolicy import sample
 from evohpo.algos.registry import on_policy
 from evohpo.checkpoint import kept
@@ -74,6 +74,7 @@ class LocalRuntime(Runtime):
             check_memory(spec, capacity, self.next_actions)
             self.buffer = ReplayBuffer(spec, capacity, self.device, self.next_actions)
         self.actor = PopulationActor(spec)
+        self.learner = PopulationLearner()  # keeps the groups' stacks between rounds
         # one per team, each acting for its own agents only
         self.team_actors = [PopulationActor(dataclasses.replace(spec, agents=agents))
                             for _, agents in self.teams or []]
@@ -199,7 +200,7 @@ class LocalRuntime(Runtime):
         """On the population's learn ticks (:mod:`evohpo.runtime.clock`) every member takes the
         gradient steps it owes, from the shared memory: round ``r`` holds every member that owes
         more than ``r``, and takes its steps together
-        (:func:`~evohpo.algos.fused.learn_together`), each member on its own batch."""
+        (:class:`~evohpo.algos.fused.PopulationLearner`), each member on its own batch."""
         if not on_tick(self.env_steps // self.cfg.env.num_envs, self.members, self.k):
             return  # between ticks each member's learn_acc keeps what it owes
         ready = self.env_steps >= self.cfg.evolution.learning_delay
@@ -212,7 +213,8 @@ class LocalRuntime(Runtime):
             if not who:
                 break
             ms = [self.members[j] for j in who]
-            got = learn_together([m.algo for m in ms], buffer, [m.rng for m in ms])
+            got = self.learner.learn([m.algo for m in ms], buffer, [m.rng for m in ms],
+                                     [m.algo for m in self.members])
             for j, m, metrics in zip(who, ms, got, strict=True):
                 self.learned(j, m, metrics)
 
