@@ -235,17 +235,26 @@ def assert_in_stacks(learner: PopulationLearner, algos: list[MATD3]) -> None:
                     assert all(t.untyped_storage().data_ptr() in stacks for t in st.values())
 
 
-def own_memory(algo: MATD3) -> bool:
-    """Whether every tensor of ``algo``'s state dict holds only its own elements."""
-    def leaves(x: object) -> list[torch.Tensor]:
-        if isinstance(x, torch.Tensor):
-            return [x]
-        if isinstance(x, dict):
-            return [t for v in x.values() for t in leaves(v)]
-        return [t for v in x for t in leaves(v)] if isinstance(x, list) else []
+def own_memory(tensors: list[torch.Tensor]) -> bool:
+    """Whether each of ``tensors`` holds only its own elements (no view into a stack)."""
+    return all(t.untyped_storage().nbytes() == t.numel() * t.element_size() for t in tensors)
 
-    return all(t.untyped_storage().nbytes() == t.numel() * t.element_size()
-               for t in leaves(algo.state_dict()))
+
+def leaves(x: object) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in leaves(v)]
+    return [t for v in x for t in leaves(v)] if isinstance(x, list) else []
+
+
+def held(algo: MATD3) -> list[torch.Tensor]:
+    """Its networks' parameters and its optimizers' state."""
+    nets = [*algo.actors.values(), *algo.actor_targets.values(),
+            *[c for cs in (*algo.critics.values(), *algo.critic_targets.values()) for c in cs]]
+    return [p for net in nets for p in net.parameters()] + [
+        t for opt in (*algo.actor_opts.values(), *algo.critic_opts.values())
+        for st in opt.state.values() for t in st.values()]
 
 
 @pytest.mark.usefixtures("float64")
@@ -256,7 +265,9 @@ def test_groups_reform_after_mutations_copies_and_a_resume() -> None:
     clock = Clock(members_apart(spec, "matd3"), buf, seed=3)
     clock.ticks(30)
     fused, learner = clock.fused, clock.learner
-    assert learner.formed == 1 and own_memory(fused[0])  # a state or a copy takes no stack along
+    # a state or a copy takes no stack along
+    assert learner.formed == 1 and not own_memory(held(fused[0]))
+    assert own_memory(leaves(fused[0].state_dict())) and own_memory(held(fused[1].clone(7)))
     # a resume: member 0 rebuilt from its state (new objects, the same values: its copy alone
     # goes on as it was); member 1's architecture and member 2's activation mutate; member 3
     # becomes a copy of member 0 with a learning rate of its own
