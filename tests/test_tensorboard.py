@@ -15,6 +15,7 @@ from evohpo import config as C
 from evohpo.cli import main
 from evohpo.logs.wandb import WandbLogger
 from tests.test_trainer import read_jsonl
+from tests.test_wandb import FakeRun
 
 ARGS = ["--algo", "matd3", "--env", "simple_speaker_listener", "--quiet",
         "--set", "env.pool=sync", "--set", "env.num_envs=4", "--set", "population.size=4",
@@ -31,18 +32,6 @@ def scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
     acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})  # keep all
     acc.Reload()
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
-
-
-class FakeRun:
-    """What a W&B run is handed: the history rows."""
-
-    id = "fake"
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-
-    def log(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
 
 
 def wandb_series(run: Path) -> dict[str, list[tuple[int, float]]]:
