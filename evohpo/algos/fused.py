@@ -61,6 +61,8 @@ class PopulationLearner:
         chunks = Chunks.of(sizes, width, rows.device)
         keys = [group_key(a) for a in algos]
         everyone = list(algos) if population is None else list(population)
+        # each member's key once per round: arch() builds its shapes anew on every call
+        everyone_keys = keys if population is None else [group_key(a) for a in everyone]
         out: list[Metrics] = [{} for _ in algos]
         for key in dict.fromkeys(keys):
             members = [j for j, k in enumerate(keys) if k == key]
@@ -73,7 +75,7 @@ class PopulationLearner:
                     out[j] = algos[j].learn(one)
                 continue
             mine = cast(list[MATD3], [algos[j] for j in members])
-            group = self.group(key, mine, everyone)
+            group = self.group(key, mine, everyone, everyone_keys)
             sub = ((batch, rows, chunks) if len(members) == len(algos)
                    else select(batch, rows, chunks, members))
             got = _learn_group(group, mine, *sub)
@@ -81,18 +83,19 @@ class PopulationLearner:
                 out[j] = metrics
         return out
 
-    def group(self, key: tuple[object, ...], algos: list[MATD3],
-              everyone: list[Algorithm]) -> Group:
+    def group(self, key: tuple[object, ...], algos: list[MATD3], everyone: list[Algorithm],
+              everyone_keys: list[tuple[object, ...]]) -> Group:
         """The group of ``key``: the stacks kept since the last round, or formed anew when its
-        members or what they hold changed."""
-        members = cast(list[MATD3], [a for a in everyone if group_key(a) == key])
+        members or what they hold changed (``everyone_keys``: each of ``everyone``'s)."""
+        members = cast(list[MATD3], [a for a, k in zip(everyone, everyone_keys, strict=True)
+                                     if k == key])
         members += [a for a in algos if all(a is not b for b in members)]
         group = self.groups.get(key)
         if group is None or not group.holds(members):
             group = self.groups[key] = Group(members)
             self.formed += 1
         if len(self.groups) > 1:  # groups of shapes nobody has any more
-            live = {group_key(a) for a in everyone} | {key}
+            live = {*everyone_keys, key}
             self.groups = {k: g for k, g in self.groups.items() if k in live}
         return group
 

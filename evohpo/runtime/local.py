@@ -257,8 +257,9 @@ class LocalRuntime(Runtime):
         self.restarts += 1
         limit = self.cfg.env.max_restarts
         if self.restarts > limit:
-            raise EnvError(f"{error} -- the env pool failed {self.restarts} times (env.max_"
-                           f"restarts is {limit}); stopping. {kept(self.run_dir)}") from None
+            raise EnvError(f"{error} -- the env pool failed {self.restarts} times "
+                           f"(env.max_restarts is {limit}); stopping. "
+                           f"{kept(self.run_dir)}") from None
         self.log.message(f"{error}; restarting the env pool with fresh envs "
                          f"({self.restarts}/{limit})")
         with contextlib.suppress(Exception):
