@@ -173,14 +173,20 @@ def float64(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         torch.set_default_dtype(torch.float32)
 
 
+def filled(spec: EnvSpec, seed: int) -> ReplayBuffer:
+    """A replay memory of 500 random transitions."""
+    buf = ReplayBuffer(spec, 500)
+    fill(buf, spec, 500, np.random.default_rng(seed))
+    return buf
+
+
 @pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("algo", sorted(ALGOS))
 @pytest.mark.parametrize("discrete", [False, True])
 def test_a_population_on_the_clock_learns_as_each_member_alone(algo: str,
                                                                 discrete: bool) -> None:
     spec = spec_of(discrete)
-    buf = ReplayBuffer(spec, 500)
-    fill(buf, spec, 500, np.random.default_rng(0))
+    buf = filled(spec, 0)
     fused = members_apart(spec, algo)
     assert fused[0].actors["a"].layers[0].weight.dtype == torch.float64
     clock = Clock(fused, buf, seed=1)
@@ -197,8 +203,7 @@ def test_a_population_on_the_clock_learns_as_each_member_alone(algo: str,
 
 def test_in_float32_too() -> None:
     spec = spec_of(True)
-    buf = ReplayBuffer(spec, 500)
-    fill(buf, spec, 500, np.random.default_rng(0))
+    buf = filled(spec, 0)
     clock = Clock(members_apart(spec, "matd3"), buf, seed=1)
     clock.ticks(20)
     clock.check()
@@ -260,8 +265,7 @@ def held(algo: MATD3) -> list[torch.Tensor]:
 @pytest.mark.usefixtures("float64")
 def test_groups_reform_after_mutations_copies_and_a_resume() -> None:
     spec = spec_of(False)
-    buf = ReplayBuffer(spec, 500)
-    fill(buf, spec, 500, np.random.default_rng(1))
+    buf = filled(spec, 1)
     clock = Clock(members_apart(spec, "matd3"), buf, seed=3)
     clock.ticks(30)
     fused, learner = clock.fused, clock.learner
