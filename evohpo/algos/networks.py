@@ -82,15 +82,11 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fn, last = ACTIVATIONS[self.activation], len(self.layers) - 1
-        if self.__dict__.get("in_norm"):
-            x = F.layer_norm(x, (self.in_dim,))
         for i, layer in enumerate(self.layers):
             lin = cast(nn.Linear, layer)
             x = F.linear(x, lin.weight, lin.bias)
             if i < last:
                 x = fn(x)
-                if self.__dict__.get("in_norm"):
-                    x = F.layer_norm(x, (x.shape[-1],))
         return x
 
     def forward_numpy(self, x: np.ndarray) -> np.ndarray:
@@ -98,15 +94,11 @@ class MLP(nn.Module):
         small cost a fraction of torch's dispatch). Reads the live weights: no copy to refresh."""
         views = self.numpy_views()
         last = len(views) - 1
-        if self.__dict__.get("in_norm"):
-            x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
         for i, (w, b) in enumerate(views):
             x = x @ w
             x += b
             if i < last:
                 x = numpy_activation(self.activation, x)
-                if self.__dict__.get("in_norm"):
-                    x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
         return x
 
     def numpy_views(self) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -18,16 +18,16 @@ import torch
 _ADAM = torch.optim.Adam
 
 
-def adam(params: Any, lr: float, device: torch.device, eps: float = 1e-8) -> torch.optim.Adam:
+def adam(params: Any, lr: float, device: torch.device) -> torch.optim.Adam:
     """Adam with its fused kernel where the device has one (one call per step, not one per tensor);
     torch before 2.4 has none for the CPU: there it takes the multi-tensor (foreach) form."""
     params = list(params)
     if device.type in ("cpu", "cuda"):
         try:
-            return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+            return torch.optim.Adam(params, lr=lr, fused=True)
         except RuntimeError:
             pass
-    return torch.optim.Adam(params, lr=lr, eps=eps, foreach=True)
+    return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
 def clip_(grads: Sequence[torch.Tensor], max_norm: float) -> None:

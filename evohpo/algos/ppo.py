@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from evohpo.algos import arch_mutations, optim, ppo_state, sharing
 from evohpo.algos.actors import PerAgent
@@ -113,18 +112,6 @@ class PPO(PerAgent):
         self.log_std = {a: torch.full((spec[a].act_dim,), INIT_LOG_STD, device=self.device,
                                       requires_grad=True)
                         for a in self.agents if not spec[a].discrete and self.leads(a)}
-        if self.sw.ortho_ln:
-            for a in self.agents:
-                for net, out_gain in ((self.actors[a], 0.01), (self.critics[a][0], 1.0)):
-                    net.__dict__["in_norm"] = True
-                    gain = nn.init.calculate_gain(net.activation) if net.activation in (
-                        "tanh", "relu") else 1.0
-                    with torch.no_grad():
-                        for i, lin in enumerate(net.layers):
-                            last = i == len(net.layers) - 1
-                            nn.init.orthogonal_(lin.weight, out_gain if last else gain,
-                                                generator=init_gen)
-                            lin.bias.zero_()
         for a, g in self.group.items():
             if a != g[0]:
                 tie(self.actors[a], self.actors[g[0]])
@@ -135,14 +122,12 @@ class PPO(PerAgent):
 
     def make_optimizers(self) -> None:
         dev = self.device
-        eps = 1e-5 if self.sw.ortho_ln else 1e-8
-        self.actor_opts = {a: optim.adam(self._own_params(a, self.actors[a]), self.hp.lr_actor, dev,
-                                         eps)
+        self.actor_opts = {a: optim.adam(self._own_params(a, self.actors[a]), self.hp.lr_actor, dev)
                            for a in self.agents}
-        self.std_opts = {a: optim.adam([p], self.hp.lr_actor, dev, eps)
-                         for a, p in self.log_std.items() if self.leads(a)}
+        self.std_opts = {a: optim.adam([p], self.hp.lr_actor, dev) for a, p in self.log_std.items()
+                         if self.leads(a)}
         self.critic_opts = {a: optim.adam(self._own_params(a, self.critics[a][0]),
-                                          self.hp.lr_critic, dev, eps)
+                                          self.hp.lr_critic, dev)
                             for a in self.agents}
 
     def set_hyperparams(self, **changes: Any) -> None:
@@ -209,10 +194,6 @@ class PPO(PerAgent):
         done = flat(ro.done).reshape(T, k)
         cin, cin_next = self._critic_inputs(obs), self._critic_inputs(nxt)
         groups = self.learning_groups()
-        rewards = {a: flat(ro.rewards[a]).reshape(T, k) for a in self.agents}
-        if sw.team_reward:
-            team = torch.stack(list(rewards.values())).sum(0)
-            rewards = {a: team for a in self.agents}
         data: dict[str, dict[str, torch.Tensor]] = {}
         with torch.no_grad():
             for g in groups:
@@ -222,7 +203,7 @@ class PPO(PerAgent):
                     v_raw = critic(cin[a]).reshape(T, k)
                     v = norm.denormalize(v_raw)
                     vn = norm.denormalize(critic(cin_next[a]).reshape(T, k))
-                    adv, ret = gae(rewards[a], v, vn,
+                    adv, ret = gae(flat(ro.rewards[a]).reshape(T, k), v, vn,
                                    flat(ro.terminated[a]).reshape(T, k), done, sw.gamma,
                                    hp.gae_lambda)
                     mask = flat(ro.alive[a])

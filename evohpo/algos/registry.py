@@ -74,8 +74,7 @@ def _restore_matd3(cfg: Config, spec: EnvSpec, state: dict[str, Any],
 def on_policy_switches(cfg: Config) -> OnPolicySwitches:
     a = cfg.algo
     own = {k: v for k, v in ON_POLICY[a.name].items() if k != "learner"}
-    return OnPolicySwitches(**own, gamma=a.gamma, max_grad_norm=a.max_grad_norm, share=a.share,
-                            team_reward=a.team_reward, ortho_ln=a.ortho_ln)
+    return OnPolicySwitches(**own, gamma=a.gamma, max_grad_norm=a.max_grad_norm, share=a.share)
 
 
 def _on_policy_hyperparams(cfg: Config) -> OnPolicyHyperparams:

@@ -38,8 +38,6 @@ class OnPolicySwitches:
     gamma: float = 0.95
     max_grad_norm: float | None = 0.5
     share: bool = False          # agents of one kind share their networks (PPO.groups)
-    ortho_ln: bool = False
-    team_reward: bool = False    # every agent learns from the sum of the agents' rewards
 
 
 # the on-policy algorithms: the class that learns ("module:Class", built and restored as

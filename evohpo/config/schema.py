@@ -95,10 +95,6 @@ class AlgoConfig:
     gae_lambda: float = _f(0.95, "ippo/mappo: GAE lambda", lo=0, hi=1)
     share: bool = _f(
         False, "ippo/mappo: agents of one kind (name prefix, spaces) share actor and critic")
-    ortho_ln: bool = _f(
-        False, "ippo/mappo: layer-normalised inputs, orthogonal init, Adam eps 1e-5")
-    team_reward: bool = _f(
-        False, "ippo/mappo: every agent learns from the sum of its member's agents' rewards")
 
 
 @dataclass(frozen=True)
