@@ -156,15 +156,17 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
 def surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,
               clip: float | torch.Tensor) -> torch.Tensor:
     """PPO's clipped surrogate objective per row: min(r A, clip(r, 1 - c, 1 + c) A), with
-    r = exp(logp - logp_old)."""
+    r = exp(logp - logp_old). ``clip``: a float, or stacked members' ``[M, 1]``."""
     ratio = torch.exp(logp - logp_old)
-    return torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv)
+    # clamp takes a float or a tensor; its stubs take no union of the two
+    low, high = 1.0 - clip, 1.0 + clip
+    return torch.min(ratio * adv, ratio.clamp(low, high) * adv)  # type: ignore[arg-type]
 
 
 def value_loss(v: torch.Tensor, v_old: torch.Tensor, ret: torch.Tensor,
                clip: float | torch.Tensor) -> torch.Tensor:
     """Clipped value loss per row: max((v - R)^2, (v_old + clip(v - v_old, -c, c) - R)^2)."""
-    v_clip = v_old + (v - v_old).clamp(-clip, clip)
+    v_clip = v_old + (v - v_old).clamp(-clip, clip)  # type: ignore[arg-type]  # as surrogate
     return torch.max((v - ret).pow(2), (v_clip - ret).pow(2))
 
 

@@ -185,8 +185,9 @@ class PPO(PerAgent):
         T, k = ro.done.shape
         n = T * k
 
-        def flat(x: np.ndarray) -> torch.Tensor:
-            t = torch.as_tensor(np.asarray(x, np.float32), device=dev)
+        def flat(x: np.ndarray) -> torch.Tensor:  # in the networks' dtype (float32 but in tests)
+            t = torch.as_tensor(np.asarray(x, np.float32), device=dev,
+                                dtype=torch.get_default_dtype())
             return t.reshape(n, *t.shape[2:])
 
         obs = {a: flat(ro.obs[a]) for a in self.agents}
@@ -291,6 +292,13 @@ class PPO(PerAgent):
         return arch_mutations.mutate_activation(self, space, rng, rec)
 
     # ------------------------------------------------------------------ state
+    def clone(self, seed: int) -> PPO:
+        """An independent copy (weights, optimizers, every other state); its own stream. Its
+        tensors are its own, never views into the stacks of a group it was learning in."""
+        other = super().clone(seed)
+        ppo_state.own_tensors(other)
+        return other
+
     def arch(self) -> dict[str, Any]:
         return {a: {"actor": list(self.actors[a].hidden), "critic": list(self.critics[a][0].hidden),
                     "activation": self.actors[a].activation} for a in self.agents}
