@@ -17,11 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from evohpo.algos.fused_ppo import RolloutLearner, rollout_key
+from evohpo.algos.fused_ppo import STATS, RolloutLearner, rollout_key
 from evohpo.algos.ppo import PPO
 from evohpo.algos.switches import OnPolicySwitches
 from evohpo.config import ArchSpace
 from evohpo.evolve.lineage import MutationRecord
+from evohpo.evolve.member import Member
+from evohpo.runtime.rollouts import FIELDS, Rollouts, member_rows
 from tests.test_ppo import HP, make_rollout, make_spec
 
 # members 0-3 apart in every per-member setting of the update; 4 and 5 take other epochs (a
@@ -204,3 +206,30 @@ def test_members_that_share_networks_learn_alone() -> None:
     assert both.learner.formed == 0 and rollout_key(fused[0], make_rollout(fused[0].spec, 0)) \
         is None
 
+
+
+@pytest.mark.usefixtures("float64")
+def test_the_runtime_learns_members_that_finish_together_in_one_group() -> None:
+    """Rollouts.learn hands the members whose rollouts end on this step to one RolloutLearner:
+    members 0-2 (the same shapes) learn together, member 6 (other minibatches) alone, each as its
+    own learn_rollout on its rows of the pool's steps; what it reports is that update's losses."""
+    fused = [population(True, True)[j] for j in (0, 1, 2, 6)]
+    alone = [twin(m) for m in fused]
+    members = [Member(j, None, m, np.random.default_rng(j)) for j, m in enumerate(fused)]
+    ros = [make_rollout(fused[0].spec, 40 + j) for j in range(len(fused))]
+    pool = Rollouts()
+    pool.place(len(members))
+    for t in range(ros[0].steps):
+        step = [{a: np.concatenate([getattr(ro, f)[a][t] for ro in ros]) for a in fused[0].agents}
+                for f in FIELDS]
+        pool.add(*step, np.concatenate([ro.done[t] for ro in ros]).astype(bool))
+    got: dict[int, dict[str, float]] = {}
+    pool.learn(members, member_rows(len(members), 2, None), True,
+               lambda j, m, metrics: got.__setitem__(j, metrics))
+    assert pool.learner.formed == 1 and [len(g.algos) for g in pool.learner.groups.values()] == [3]
+    for j, (x, y) in enumerate(zip(fused, alone, strict=True)):
+        want = y.learn_rollout(ros[j])
+        for name in STATS:
+            total = sum(v for k, v in want.items() if k.startswith(name))
+            assert got[j][name] == pytest.approx(total, rel=1e-9, abs=1e-12)
+        assert_same(x, y, 1e-12, 1e-10)
