@@ -2,7 +2,6 @@
 with ``--population``, one update of a whole population, fused against member by member.
 
     python benchmarks/learner.py                       # speaker-listener and spread, both algos
-    python benchmarks/learner.py --algo mappo --population 4   # PPO updates, the preset's shapes
     python benchmarks/learner.py --env simple_spread --batch 256 --hidden 128,128
     python benchmarks/learner.py --population 1,4,8,16 --threads 1,2 --json out.json
 
@@ -28,9 +27,6 @@ from evohpo import config as C
 from evohpo.algos import initial_hyperparams
 from evohpo.algos.buffer import ReplayBuffer
 from evohpo.algos.fused import PopulationLearner
-from evohpo.algos.fused_ppo import RolloutLearner
-from evohpo.algos.onpolicy import OnPolicy, Rollout
-from evohpo.algos.switches import ON_POLICY
 from evohpo.envs.registry import probe
 from evohpo.evolve.population import make_population
 
@@ -111,67 +107,11 @@ def population(env: str, algo: str, hidden: list[int], size: int, batch: int, n:
     return times
 
 
-def on_policy_population(env: str, algo: str, size: int, n: int, device: str,
-                         rollout: int = 25, envs: int = 64) -> dict[str, float]:
-    """Milliseconds per PPO update of ``size`` members (each with its own learning rates and
-    clip), each on a rollout of its own (``rollout`` vector steps of ``envs`` envs): one after
-    another (``learn_rollout``), and together (``RolloutLearner.learn``)."""
-    cfg = C.load([{"algo": {"name": algo, "hidden": [64, 64], "rollout": rollout, "epochs": 5,
-                            "minibatches": 2},
-                   "env": {"name": env, "num_envs": envs * size}, "population": {"size": size}}])
-    spec = probe(cfg.env.name, cfg.env.kwargs)
-    members = make_population(cfg, spec, np.random.default_rng(0), torch.device(device))[0]
-    for j, m in enumerate(members):
-        m.algo.set_hyperparams(lr_actor=1e-3 * (1 + 0.1 * j), lr_critic=1e-3 * (1 + 0.05 * j),
-                               clip=0.2 + 0.01 * j)
-    rng = np.random.default_rng(1)
-    shape = (rollout, envs)
-
-    def rollout_of() -> Rollout:
-        def per_agent(dim: int) -> dict[str, np.ndarray]:
-            return {a: rng.normal(size=(*shape, dim)).astype(np.float32) for a in spec.agents}
-
-        obs = {a: rng.normal(size=(*shape, spec[a].obs_dim)).astype(np.float32)
-               for a in spec.agents}
-        _, acts = members[0].algo.act({a: o.reshape(-1, o.shape[-1]) for a, o in obs.items()},
-                                      rng)
-        done = np.zeros(shape, bool)
-        done[-1] = True  # every episode ends with the rollout, as in the preset
-        return Rollout(obs=obs, actions={a: x.reshape(*shape, -1) for a, x in acts.items()},
-                       rewards={a: x[..., 0] for a, x in per_agent(1).items()},
-                       next_obs={a: rng.normal(size=(*shape, spec[a].obs_dim)).astype(
-                           np.float32) for a in spec.agents},
-                       terminated={a: np.zeros(shape, np.float32) for a in spec.agents},
-                       alive={a: np.ones(shape, np.float32) for a in spec.agents}, done=done)
-
-    rollouts = [rollout_of() for _ in members]
-    algos: list[OnPolicy] = [m.algo for m in members]  # type: ignore[misc]
-
-    def one_by_one() -> None:
-        for algo, ro in zip(algos, rollouts, strict=True):
-            algo.learn_rollout(ro)
-
-    learner = RolloutLearner()  # as a runtime holds one: the stacks stay between updates
-
-    def fused() -> None:
-        learner.learn(algos, rollouts)
-
-    times: dict[str, float] = {"one_by_one_ms": float("inf"), "fused_ms": float("inf")}
-    for _ in range(3):
-        times["one_by_one_ms"] = min(times["one_by_one_ms"], per_call_us(one_by_one, n) / 1e3)
-        times["fused_ms"] = min(times["fused_ms"], per_call_us(fused, n) / 1e3)
-    times["speedup"] = times["one_by_one_ms"] / times["fused_ms"]
-    return times
-
-
 SHAPES = {"simple_speaker_listener": [64, 64], "simple_tag": [128, 128]}  # the presets'
 
 
 def populations(args: argparse.Namespace) -> None:
     sizes = [int(x) for x in args.population.split(",")]
-    if args.algos.split(",")[-1] in ON_POLICY:
-        on_policy_populations(args, sizes)
-        return
     envs = args.env.split(",") if args.env != "simple_speaker_listener,simple_spread" else list(
         SHAPES)
     rows = []
@@ -199,36 +139,11 @@ def populations(args: argparse.Namespace) -> None:
             "rows": rows}, indent=1) + "\n")
 
 
-def on_policy_populations(args: argparse.Namespace, sizes: list[int]) -> None:
-    algo = args.algos.split(",")[-1]
-    env = "simple_spread" if args.env == "simple_speaker_listener,simple_spread" else args.env
-    print(f"{algo} on {env}, hidden [64, 64], rollout of 25 vector steps on 64 envs per member, "
-          f"epochs 5, minibatches 2, torch {torch.__version__}, {args.device}; ms per update of "
-          "the whole population")
-    print(f"{'env':<26}{'threads':>8}{'members':>8}{'one by one':>12}{'fused':>9}{'speed-up':>10}")
-    rows = []
-    for threads in [int(t) for t in args.threads.split(",")]:
-        torch.set_num_threads(threads)
-        for size in sizes:
-            r = on_policy_population(env, algo, size, max(3, args.n // 30), args.device)
-            rows.append({"env": env, "algo": algo, "threads": threads, "members": size, **r})
-            print(f"{env:<26}{threads:>8}{size:>8}{r['one_by_one_ms']:>12.2f}"
-                  f"{r['fused_ms']:>9.2f}{r['speedup']:>9.2f}x", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps({
-            "command": "python benchmarks/learner.py " + " ".join(sys.argv[1:]),
-            "machine": machine(), "date": time.strftime("%Y-%m-%d"),
-            "unit": "ms per update of the whole population (best of 3 interleaved timings)",
-            "rows": rows}, indent=1) + "\n")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="simple_speaker_listener,simple_spread")
-    p.add_argument("--algos", "--algo", default="maddpg,matd3",
-                   help="with --population, the last one; ippo or mappo: PPO updates on "
-                        "rollouts, at mappo_spread's shapes")
+    p.add_argument("--algos", default="maddpg,matd3")
     p.add_argument("--act-envs", type=int, default=2,
                    help="envs per act call (8 envs / population 4 = 2)")
     p.add_argument("--batch", type=int, default=128)

@@ -154,11 +154,26 @@ def _run(group: Group, kind: str, target: bool, chunks: Chunks, gidx: list[int],
 
 def _step(group: Group, kind: str, losses: torch.Tensor, members: list[int],
           max_norm: float | None) -> None:
-    """One backward pass of the losses into the stacks of ``kind``, then :meth:`Group.step`
-    (each optimizer's gradients clipped on their own, an Adam step of the rows of
-    ``members``)."""
-    grads = torch.autograd.grad(losses.sum(), [w for sh in group.shapes[kind] for w in sh.w])
-    group.step(kind, grads, members, max_norm)
+    """One backward pass of the losses into the stacks of ``kind``; each optimizer's gradients
+    (a member's, for one learner, over its networks of that agent) clipped to ``max_norm`` on
+    their own, then an Adam step of the rows of ``members`` (group indices)."""
+    shapes = group.shapes[kind]
+    grads = torch.autograd.grad(losses.sum(), [w for sh in shapes for w in sh.w])
+    flat = []
+    for sh in shapes:
+        flat.append(sh.flat_grad(grads[:len(sh.w)]))
+        grads = grads[len(sh.w):]
+    if max_norm is not None:
+        sq = torch.zeros(group.size * len(group.learners), device=losses.device,
+                         dtype=losses.dtype)
+        for sh, g in zip(shapes, flat, strict=True):
+            sq.index_add_(0, sh.owner, (g * g).sum(1))
+        coef = torch.clamp(max_norm / (sq.sqrt() + 1e-6), max=1.0)
+        for sh, g in zip(shapes, flat, strict=True):
+            g.mul_(coef[sh.owner][:, None])
+    everyone = len(members) == group.size
+    for sh, g in zip(shapes, flat, strict=True):
+        sh.adam(g, group.lr(sh), None if everyone else group.rows(sh, members))
 
 
 def _polyak(group: Group, members: list[int]) -> None:

@@ -1,9 +1,7 @@
 """A group's networks and Adam state kept stacked between updates: :class:`Group`.
 
-Members whose networks have the same shapes learn as one group (:mod:`evohpo.algos.fused`;
-on-policy members, :mod:`evohpo.algos.fused_ppo`). What a group stacks of a learner, kind by
-kind, is its :class:`Layout`. The group keeps their weights, targets (where the learner has
-them), Adam moments and step counts stacked: for each network
+Members whose networks have the same shapes learn as one group (:mod:`evohpo.algos.fused`).
+The group keeps their weights, targets, Adam moments and step counts stacked: for each network
 shape, one ``[K, P]`` buffer per kind of tensor, row ``j * G + i`` holding member ``j``'s
 ``i``-th network of that shape, its parameters one after the other; each parameter's ``K`` rows
 read as one ``[K, *shape]`` view for the batched products. Each member's networks and optimizer
@@ -23,56 +21,25 @@ identity.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
-from evohpo.algos.stacked import Stack
+from evohpo.algos.matd3 import MATD3
+from evohpo.algos.networks import MLP
+from evohpo.algos.stacked import Stack, shape_key
 
-Net = tuple[str, int]  # (agent, index among the agent's networks of a kind; 0 for an actor)
-BETAS, EPS = (0.9, 0.999), 1e-8  # torch's Adam defaults, which the learners' optimizers keep
-
-
-class Layout:
-    """What a group stacks of a learner, kind by kind: here MATD3's (actors and critics, each with
-    its target); an on-policy learner's (no targets, a log-std per continuous agent) is a
-    subclass of its own (:mod:`evohpo.algos.fused_ppo`). Each ``(kind, agent)`` has one
-    optimizer over that agent's networks of the kind."""
-
-    kinds: tuple[str, ...] = ("actor", "critic")
-    targets = True
-
-    def keys(self, algo: Any, kind: str) -> list[Net]:
-        if kind == "actor":
-            return [(a, 0) for a in algo.learners]
-        return [(a, k) for a in algo.learners for k in range(len(algo.critics[a]))]
-
-    def tensors(self, algo: Any, kind: str, net: Net, target: bool = False) -> list[torch.Tensor]:
-        agent, k = net
-        if kind == "actor":
-            mlp = algo.actor_targets[agent] if target else algo.actors[agent]
-        else:
-            mlp = (algo.critic_targets if target else algo.critics)[agent][k]
-        return list(mlp.parameters())
-
-    def activation(self, algo: Any, kind: str, net: Net) -> str:
-        agent, k = net
-        return str(algo.actors[agent].activation if kind == "actor"
-                   else algo.critics[agent][k].activation)
-
-    def optimizer(self, algo: Any, kind: str, agent: str) -> torch.optim.Optimizer:
-        opts: dict[str, torch.optim.Optimizer] = getattr(algo, f"{kind}_opts")
-        return opts[agent]
-
-    def objects(self, algo: Any, agent: str) -> list[object]:
-        """What an agent's stacked state hangs on: its networks, targets, optimizers and their
-        state."""
-        return [algo.actors[agent], algo.actor_targets[agent], *algo.critics[agent],
-                *algo.critic_targets[agent], algo.actor_opts[agent], algo.actor_opts[agent].state,
-                algo.critic_opts[agent], algo.critic_opts[agent].state]
+Net = tuple[str, int]  # (agent, critic index; 0 for an actor)
+BETAS, EPS = (0.9, 0.999), 1e-8  # torch's Adam defaults, which MATD3's optimizers keep
 
 
-MATD3_LAYOUT = Layout()
+def network(algo: MATD3, kind: str, agent: str, k: int, target: bool = False) -> MLP:
+    if kind == "actor":
+        return algo.actor_targets[agent] if target else algo.actors[agent]
+    return (algo.critic_targets if target else algo.critics)[agent][k]
+
+
+def optimizer(algo: MATD3, kind: str, agent: str) -> torch.optim.Optimizer:
+    return (algo.actor_opts if kind == "actor" else algo.critic_opts)[agent]
 
 
 class Shape:
@@ -83,17 +50,14 @@ class Shape:
     ``[K, parameters]``; ``w`` and ``tw`` each parameter's ``[K, *shape]`` view of ``params``
     and ``targets`` (a bias as ``[K, out, 1]``)."""
 
-    def __init__(self, algos: Sequence[Any], kind: str, keys: list[Net],
-                 layout: Layout = MATD3_LAYOUT):
+    def __init__(self, algos: Sequence[MATD3], kind: str, keys: list[Net]):
         self.kind, self.keys, self.m = kind, keys, len(algos)
         rows = [(al, a, k) for al in algos for a, k in keys]
-        nets = [layout.tensors(al, kind, (a, k)) for al, a, k in rows]
-        # no targets: an empty stack, so that the rows below are laid out as for networks
-        tgts = [layout.tensors(al, kind, (a, k), True) if layout.targets else []
-                for al, a, k in rows]
-        opts = [layout.optimizer(al, kind, a) for al, a, _ in rows]
+        nets = [list(network(al, kind, a, k).parameters()) for al, a, k in rows]
+        tgts = [list(network(al, kind, a, k, True).parameters()) for al, a, k in rows]
+        opts = [optimizer(al, kind, a) for al, a, _ in rows]
         states = [[o.state.get(p, {}) for p in ps] for o, ps in zip(opts, nets, strict=True)]
-        self.activation = layout.activation(algos[0], kind, keys[0])
+        self.activation = network(algos[0], kind, *keys[0]).activation
         shapes = [tuple(p.shape) for p in nets[0]]
         n, k = [p.numel() for p in nets[0]], len(rows)
 
@@ -111,7 +75,7 @@ class Shape:
 
         with torch.no_grad():
             self.params = flat(nets).requires_grad_()
-            self.targets = flat(tgts) if layout.targets else None
+            self.targets = flat(tgts)
             self.exp_avg, self.exp_avg_sq = (flat([[
                 s[name] if s else torch.zeros_like(p) for p, s in zip(ps, st, strict=True)]
                 for ps, st in zip(nets, states, strict=True)]) for name in ("exp_avg",
@@ -131,14 +95,12 @@ class Shape:
         views = [(at[i], at[i] + n[i], (k, *shapes[i]) if len(shapes[i]) > 1
                   else (k, shapes[i][0], 1)) for i in range(len(n))]
         self.w = [self.params[:, a:b].view(v) for a, b, v in views]
-        self.tw = ([] if self.targets is None else
-                   [self.targets[:, a:b].view(v) for a, b, v in views])
-        for r, (ps, opt) in enumerate(zip(nets, opts, strict=True)):
-            for i, p in enumerate(ps):
+        self.tw = [self.targets[:, a:b].view(v) for a, b, v in views]
+        for r, (ps, ts, opt) in enumerate(zip(nets, tgts, opts, strict=True)):
+            for i, (p, t) in enumerate(zip(ps, ts, strict=True)):
                 own = slice(at[i], at[i] + n[i])
                 p.data = self.params.detach()[r, own].view(shapes[i])  # the member's, in place
-                if self.targets is not None:
-                    tgts[r][i].data = self.targets[r, own].view(shapes[i])
+                t.data = self.targets[r, own].view(shapes[i])
                 opt.state[p] = {"step": self.steps[r, i],
                                 "exp_avg": self.exp_avg[r, own].view(shapes[i]),
                                 "exp_avg_sq": self.exp_avg_sq[r, own].view(shapes[i])}
@@ -191,51 +153,53 @@ class Shape:
     def polyak(self, tau: torch.Tensor) -> None:
         """Targets toward the networks, row by row (``tau``: each member's; 0 leaves its
         rows)."""
-        assert self.targets is not None
         with torch.no_grad():
             t = tau.to(device=self.params.device, dtype=self.params.dtype)[self.member]
             self.targets.lerp_(self.params.detach(), t[:, None])
 
 
-def _shapes(algos: Sequence[Any], kind: str, layout: Layout) -> list[Shape]:
-    """One :class:`Shape` per network shape among the kind's networks: their tensors' shapes
-    and their activation."""
+def _shapes(algos: Sequence[MATD3], kind: str, keys: list[Net]) -> list[Shape]:
+    """One :class:`Shape` per network shape among ``keys``."""
     by: dict[object, list[Net]] = {}
-    for net in layout.keys(algos[0], kind):
-        key = (tuple(tuple(t.shape) for t in layout.tensors(algos[0], kind, net)),
-               layout.activation(algos[0], kind, net))
-        by.setdefault(key, []).append(net)
-    return [Shape(algos, kind, ks, layout) for ks in by.values()]
+    for a, k in keys:
+        by.setdefault(shape_key(network(algos[0], kind, a, k)), []).append((a, k))
+    return [Shape(algos, kind, ks) for ks in by.values()]
 
 
 class Group:
-    """A group's members (one shape key) and their networks stacked, :class:`Shape` by shape,
-    for each kind of the ``layout``."""
+    """A group's members (one shape key) and their networks stacked, :class:`Shape` by shape."""
 
-    def __init__(self, algos: Sequence[Any], layout: Layout = MATD3_LAYOUT):
-        self.algos, self.layout = list(algos), layout
-        self.learners: tuple[str, ...] = algos[0].learners
+    def __init__(self, algos: Sequence[MATD3]):
+        self.algos = list(algos)
+        first = algos[0]
+        self.learners = first.learners
         for algo in self.algos:
-            for kind in layout.kinds:
-                for opt in getattr(algo, f"{kind}_opts").values():
-                    g = opt.param_groups[0]
-                    if (type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1
-                            or tuple(g["betas"]) != BETAS or g["eps"] != EPS
-                            or g["weight_decay"] or g["amsgrad"] or g["maximize"]):
-                        raise ValueError("members learn together with torch's Adam at its "
-                                         "default options only")
+            for opt in [*algo.actor_opts.values(), *algo.critic_opts.values()]:
+                g = opt.param_groups[0]
+                if (type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1
+                        or tuple(g["betas"]) != BETAS or g["eps"] != EPS or g["weight_decay"]
+                        or g["amsgrad"] or g["maximize"]):
+                    raise ValueError("members learn together with torch's Adam at its default "
+                                     "options only")
         self.index = {id(a): j for j, a in enumerate(self.algos)}
-        self.shapes = {kind: _shapes(algos, kind, layout) for kind in layout.kinds}
+        self.shapes = {
+            "actor": _shapes(algos, "actor", [(a, 0) for a in self.learners]),
+            "critic": _shapes(algos, "critic", [(a, k) for a in self.learners
+                                                for k in range(len(first.critics[a]))])}
         self.held = [self._objects(a) for a in self.algos]
 
-    def _objects(self, algo: Any) -> list[object]:
-        """What a member's stacked state hangs on (the layout's objects of each learner), and
-        where its first weight lives."""
-        out: list[object] = [x for a in self.learners for x in self.layout.objects(algo, a)]
+    def _objects(self, algo: MATD3) -> list[object]:
+        """What a member's stacked state hangs on: its networks, targets, optimizers and their
+        state, and where its first weight lives."""
+        out: list[object] = []
+        for a in self.learners:
+            out += [algo.actors[a], algo.actor_targets[a], *algo.critics[a],
+                    *algo.critic_targets[a], algo.actor_opts[a], algo.actor_opts[a].state,
+                    algo.critic_opts[a], algo.critic_opts[a].state]
         out.append(algo.actor_opts[self.learners[0]].param_groups[0]["params"][0].data_ptr())
         return out
 
-    def holds(self, algos: Sequence[Any]) -> bool:
+    def holds(self, algos: Sequence[MATD3]) -> bool:
         """Whether these members, in this order, are the group's and still hold its stacks."""
         return (len(algos) == len(self.algos)
                 and all(a is b for a, b in zip(algos, self.algos, strict=True))
@@ -253,31 +217,8 @@ class Group:
 
     def lr(self, sh: Shape) -> list[float]:
         """Each row's learning rate (its member's optimizer's, for that network's agent)."""
-        return [float(self.layout.optimizer(al, sh.kind, a).param_groups[0]["lr"])
+        return [float(optimizer(al, sh.kind, a).param_groups[0]["lr"])
                 for al in self.algos for a, _ in sh.keys]
-
-    def step(self, kind: str, grads: Sequence[torch.Tensor], members: list[int],
-             max_norm: float | None) -> None:
-        """Gradients ``grads`` of every ``w`` of the kind's shapes (in order): each optimizer's
-        (a member's, for one learner, over its tensors of the kind) clipped to ``max_norm`` on
-        their own, as :func:`evohpo.algos.optim.step` clips, then an Adam step of the rows of
-        ``members`` (group indices)."""
-        shapes = self.shapes[kind]
-        flat = []
-        for sh in shapes:
-            flat.append(sh.flat_grad(grads[:len(sh.w)]))
-            grads = grads[len(sh.w):]
-        if max_norm is not None:
-            sq = torch.zeros(self.size * len(self.learners), device=flat[0].device,
-                             dtype=flat[0].dtype)
-            for sh, g in zip(shapes, flat, strict=True):
-                sq.index_add_(0, sh.owner, (g * g).sum(1))
-            coef = torch.clamp(max_norm / (sq.sqrt() + 1e-6), max=1.0)
-            for sh, g in zip(shapes, flat, strict=True):
-                g.mul_(coef[sh.owner][:, None])
-        everyone = len(members) == self.size
-        for sh, g in zip(shapes, flat, strict=True):
-            sh.adam(g, self.lr(sh), None if everyone else self.rows(sh, members))
 
 
 def _same(now: list[object], then: list[object]) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -122,14 +122,12 @@ def log_prob(s: AgentSpec, out: torch.Tensor, log_std: torch.Tensor | None,
 
 
 def entropy(s: AgentSpec, out: torch.Tensor, log_std: torch.Tensor | None) -> torch.Tensor:
-    """The policy's entropy per row (``out``'s shape but its last axis); a continuous one's in
-    the pre-squash space. Stacked members' ``[M, N, act]`` outputs take ``[M, 1, act]``
-    log-stds."""
+    """The policy's entropy per row ([N]); a continuous one's in the pre-squash space."""
     if s.discrete:
         logp = torch.log_softmax(out, dim=-1)
         return -(logp.exp() * logp).sum(-1)
     assert log_std is not None
-    return (log_std + 0.5 * (1.0 + LOG_2PI)).sum(-1).expand(out.shape[:-1])
+    return (log_std + 0.5 * (1.0 + LOG_2PI)).sum().expand(out.shape[0])
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
@@ -154,51 +152,18 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
 
 
 def surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,
-              clip: float | torch.Tensor) -> torch.Tensor:
+              clip: float) -> torch.Tensor:
     """PPO's clipped surrogate objective per row: min(r A, clip(r, 1 - c, 1 + c) A), with
-    r = exp(logp - logp_old). ``clip``: a float, or stacked members' ``[M, 1]``."""
+    r = exp(logp - logp_old)."""
     ratio = torch.exp(logp - logp_old)
-    # clamp takes a float or a tensor; its stubs take no union of the two
-    low, high = 1.0 - clip, 1.0 + clip
-    return torch.min(ratio * adv, ratio.clamp(low, high) * adv)  # type: ignore[arg-type]
+    return torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv)
 
 
 def value_loss(v: torch.Tensor, v_old: torch.Tensor, ret: torch.Tensor,
-               clip: float | torch.Tensor) -> torch.Tensor:
+               clip: float) -> torch.Tensor:
     """Clipped value loss per row: max((v - R)^2, (v_old + clip(v - v_old, -c, c) - R)^2)."""
-    v_clip = v_old + (v - v_old).clamp(-clip, clip)  # type: ignore[arg-type]  # as surrogate
+    v_clip = v_old + (v - v_old).clamp(-clip, clip)
     return torch.max((v - ret).pow(2), (v_clip - ret).pow(2))
-
-
-class Prepared(NamedTuple):
-    """A rollout ready for the epochs (``n`` rows, ``[T * k]`` flat): every agent's observations,
-    and per learner its rows' ``adv``, ``ret`` (normalised), ``v_old``, ``mask`` (alive),
-    ``act``, ``logp_old`` and ``x`` (its critic's input)."""
-
-    n: int
-    obs: dict[str, torch.Tensor]
-    data: dict[str, dict[str, torch.Tensor]]
-
-
-def minibatch_size(n: int, minibatches: int) -> int:
-    """Rows per minibatch of ``n`` rows in ``minibatches`` (the last one may hold fewer)."""
-    return math.ceil(n / max(1, min(minibatches, n)))
-
-
-def ppo_losses(s: AgentSpec, out: torch.Tensor, v: torch.Tensor, log_std: torch.Tensor | None,
-               d: dict[str, torch.Tensor], clip: float | torch.Tensor,
-               ent_coef: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """An agent's clipped-surrogate actor loss (entropy bonus included), clipped value loss and
-    mean entropy over the alive rows of a minibatch (``d``: :class:`Prepared`'s fields on its
-    rows): each a scalar, or per member ``[M]`` for stacked members' ``[M, B]`` rows (``clip``
-    and ``ent_coef`` then ``[M, 1]``)."""
-    mask = d["mask"]
-    denom = mask.sum(-1).clamp(min=1.0)
-    surr = surrogate(log_prob(s, out, log_std, d["act"]), d["logp_old"], d["adv"], clip)
-    ent = entropy(s, out, log_std)
-    actor_loss = -(mask * (surr + ent_coef * ent)).sum(-1) / denom
-    critic_loss = (mask * value_loss(v, d["v_old"], d["ret"], clip)).sum(-1) / denom
-    return actor_loss, critic_loss, (mask * ent).sum(-1).detach() / denom
 
 
 class ValueNorm:

@@ -19,6 +19,7 @@ learn them in one forward pass over their rows, and share one log-std and one va
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -30,14 +31,14 @@ from evohpo.algos.base import Actions, OnPolicyHyperparams
 from evohpo.algos.explore import Part
 from evohpo.algos.networks import MLP
 from evohpo.algos.onpolicy import (
-    Prepared,
     Rollout,
     ValueNorm,
+    entropy,
     gae,
     log_prob,
-    minibatch_size,
-    ppo_losses,
     sample,
+    surrogate,
+    value_loss,
 )
 from evohpo.algos.sharing import bias, follow, group_forward, tie
 from evohpo.algos.surgery import Edit
@@ -177,26 +178,25 @@ class PPO(PerAgent):
         groups = (tuple(a for a in g if a in self.learners) for g in self._groups)
         return [g for g in groups if g]
 
-    def prepare(self, ro: Rollout) -> Prepared:
-        """What the epochs learn from, per learner: GAE on the rollout, advantages normalised
-        over its alive rows, the old values and log-probabilities, and returns normalised by
-        the group's normaliser (updated here with them). Draws nothing at random."""
+    def learn_rollout(self, ro: Rollout) -> dict[str, float]:
+        """PPO on one rollout: GAE, then ``epochs`` passes of ``minibatches`` minibatches, every
+        learner's actor and critic in one backward pass per minibatch."""
         hp, sw, dev = self.hp, self.sw, self.device
         T, k = ro.done.shape
         n = T * k
 
-        def flat(x: np.ndarray) -> torch.Tensor:  # in the networks' dtype (float32 but in tests)
-            t = torch.as_tensor(np.asarray(x, np.float32), device=dev,
-                                dtype=torch.get_default_dtype())
+        def flat(x: np.ndarray) -> torch.Tensor:
+            t = torch.as_tensor(np.asarray(x, np.float32), device=dev)
             return t.reshape(n, *t.shape[2:])
 
         obs = {a: flat(ro.obs[a]) for a in self.agents}
         nxt = {a: flat(ro.next_obs[a]) for a in self.agents}
         done = flat(ro.done).reshape(T, k)
         cin, cin_next = self._critic_inputs(obs), self._critic_inputs(nxt)
+        groups = self.learning_groups()
         data: dict[str, dict[str, torch.Tensor]] = {}
         with torch.no_grad():
-            for g in self.learning_groups():
+            for g in groups:
                 norm = self.value_norms[g[0]]  # one per group
                 for a in g:
                     critic = self.critics[a][0]
@@ -221,51 +221,51 @@ class PPO(PerAgent):
                 norm.update(torch.cat([data[a]["ret"][data[a]["mask"] > 0] for a in g]))
                 for a in g:
                     data[a]["ret"] = norm.normalize(data[a]["ret"])
-        return Prepared(n, obs, data)
-
-    def learn_rollout(self, ro: Rollout) -> dict[str, float]:
-        """PPO on one rollout (:meth:`prepare`), then ``epochs`` passes of ``minibatches``
-        minibatches, every learner's actor and critic in one backward pass per minibatch."""
-        hp, dev = self.hp, self.device
-        n, obs, data = self.prepare(ro)
-        groups = self.learning_groups()
-        opts = self.optimizers()
+        opts: list[torch.optim.Optimizer] = []
+        for a in self.learners:
+            opts += [self.actor_opts[a], *([self.std_opts[a]] if a in self.std_opts else []),
+                     self.critic_opts[a]]
         params = [p for opt in opts for p in opt.param_groups[0]["params"]]
+        size = math.ceil(n / max(1, min(hp.minibatches, n)))
         sums = {f"{kind}/{a}": 0.0 for a in self.learners
                 for kind in ("actor_loss", "critic_loss", "entropy")}
         steps = 0
         for _ in range(hp.epochs):
             perm = torch.randperm(n, generator=self.gen, device=dev)
-            for idx in perm.split(minibatch_size(n, hp.minibatches)):
+            for idx in perm.split(size):
                 losses = []
                 for g in groups:
                     outs = group_forward([self.actors[a] for a in g], [obs[a][idx] for a in g])
                     vs = group_forward([self.critics[a][0] for a in g],
                                        [data[a]["x"][idx] for a in g])
                     for a, out, v in zip(g, outs, vs, strict=True):
-                        d = {key: t[idx] for key, t in data[a].items() if key != "x"}
-                        la, lc, ent = ppo_losses(self.spec[a], out, v.squeeze(-1),
-                                                 self.log_std.get(a), d, self.hp.clip,
-                                                 self.hp.ent_coef)
+                        la, lc, ent = self._losses(a, out, v.squeeze(-1), data[a], idx)
                         losses += [la, lc]
                         sums[f"actor_loss/{a}"] += float(la.detach())
                         sums[f"critic_loss/{a}"] += float(lc.detach())
                         sums[f"entropy/{a}"] += float(ent)
                 grads = torch.autograd.grad(torch.stack(losses).sum(), params, allow_unused=True)
-                optim.step(opts, grads, self.sw.max_grad_norm)
+                optim.step(opts, grads, sw.max_grad_norm)
                 steps += 1
         self.updates += 1
         self.actor_version += 1
         return {key: v / max(steps, 1) for key, v in sums.items()}
 
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        """Every learner's optimizers, in the order an update steps them: actor, log-std,
-        critic."""
-        opts: list[torch.optim.Optimizer] = []
-        for a in self.learners:
-            opts += [self.actor_opts[a], *([self.std_opts[a]] if a in self.std_opts else []),
-                     self.critic_opts[a]]
-        return opts
+    def _losses(self, a: str, out: torch.Tensor, v: torch.Tensor, d: dict[str, torch.Tensor],
+                idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Agent ``a``'s clipped-surrogate actor loss (entropy bonus included), clipped value
+        loss, and mean entropy, on the rows ``idx`` (its actor's output ``out``, its critic's
+        ``v``)."""
+        c, s = self.hp.clip, self.spec[a]
+        mask = d["mask"][idx]
+        denom = mask.sum().clamp(min=1.0)
+        log_std = self.log_std.get(a)
+        surr = surrogate(log_prob(s, out, log_std, d["act"][idx]), d["logp_old"][idx],
+                         d["adv"][idx], c)
+        ent = entropy(s, out, log_std)
+        actor_loss = -(mask * (surr + self.hp.ent_coef * ent)).sum() / denom
+        critic_loss = (mask * value_loss(v, d["v_old"][idx], d["ret"][idx], c)).sum() / denom
+        return actor_loss, critic_loss, (mask * ent).sum().detach() / denom
 
     # ------------------------------------------------------------------ mutation
     def mutate_architecture(self, space: ArchSpace, rng: np.random.Generator,
@@ -292,13 +292,6 @@ class PPO(PerAgent):
         return arch_mutations.mutate_activation(self, space, rng, rec)
 
     # ------------------------------------------------------------------ state
-    def clone(self, seed: int) -> PPO:
-        """An independent copy (weights, optimizers, every other state); its own stream. Its
-        tensors are its own, never views into the stacks of a group it was learning in."""
-        other = super().clone(seed)
-        ppo_state.own_tensors(other)
-        return other
-
     def arch(self) -> dict[str, Any]:
         return {a: {"actor": list(self.actors[a].hidden), "critic": list(self.critics[a][0].hidden),
                     "activation": self.actors[a].activation} for a in self.agents}

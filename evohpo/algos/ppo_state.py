@@ -10,7 +10,6 @@ import torch
 
 from evohpo.algos.base import Learner, OnPolicyHyperparams
 from evohpo.algos.generators import generator_state
-from evohpo.algos.matd3_state import own
 from evohpo.algos.onpolicy import ValueNorm
 
 
@@ -34,9 +33,8 @@ class PPOState(Learner, Protocol):
 
 
 def state_of(algo: PPOState) -> dict[str, Any]:
-    """What a PPO learner saves: hyperparameters, shapes, weights, optimizers, normalisers (every
-    tensor a copy of its own: no view into a group's stacks, :mod:`evohpo.algos.group`)."""
-    return own({
+    """What a PPO learner saves: hyperparameters, shapes, weights, optimizers, normalisers."""
+    return {
         "hp": dataclasses.asdict(algo.hp),
         "arch": algo.arch(),
         "actors": {a: n.state_dict() for a, n in algo.actors.items()},
@@ -49,19 +47,7 @@ def state_of(algo: PPOState) -> dict[str, Any]:
         "updates": algo.updates,
         "learners": list(algo.learners),
         "gen": algo.gen.get_state(),
-    })
-
-
-def own_tensors(algo: PPOState) -> None:
-    """Give a copied learner's log-stds and optimizer state memory of their own (a deep copy of
-    a view copies the whole stack it views; its networks' parameters copy only themselves)."""
-    for p in {id(p): p for p in algo.log_std.values()}.values():
-        p.data = p.data.clone()
-    for opts in (algo.actor_opts, algo.std_opts, algo.critic_opts):
-        for opt in opts.values():
-            for st in opt.state.values():
-                st.update({k: v.clone() for k, v in st.items() if isinstance(v, torch.Tensor)})
-
+    }
 
 def load_state(algo: PPOState, state: dict[str, Any]) -> None:
     """Load a state into ``algo``; networks (and optimizers) are rebuilt first if its

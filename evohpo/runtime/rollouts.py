@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from evohpo.algos.fused_ppo import RolloutLearner
 from evohpo.algos.onpolicy import OnPolicy, Rollout
 from evohpo.evolve.member import Member
 
@@ -44,7 +43,6 @@ class Rollouts:
         self.first = 0
         self.now = 0          # index of the next step
         self.start: list[int] = []  # per placed member: the index its rollout began at
-        self.learner = RolloutLearner()  # keeps the groups' stacks between updates
 
     def place(self, n: int) -> None:
         """``n`` members placed at a window's start. Their rollouts are empty there (see
@@ -79,24 +77,21 @@ class Rollouts:
     def learn(self, members: list[Member], rows: list[slice], ready: bool, learned: Learned,
               finish: bool = False) -> None:
         """Members whose rollout is full (or, with ``finish``, holds any step) learn from it and
-        start the next; before ``ready`` (the learning delay) their rollouts are dropped. Those
-        that learn on the same step learn together where their shapes agree
-        (:class:`~evohpo.algos.fused_ppo.RolloutLearner`)."""
-        ended = [j for j, m in enumerate(members) if self.now > self.start[j]
-                 and (finish or self.now - self.start[j] >= m.hp.rollout)]
-        due = [j for j in ended if ready and not members[j].diverged]
-        algos: list[OnPolicy] = [members[j].algo for j in due]  # type: ignore[misc]
-        got = self.learner.learn(algos, [self.rollout(j, rows[j]) for j in due],
-                                 [m.algo for m in members]) if due else []
-        for j, metrics in zip(due, got, strict=True):
-            # summed over agents here, so the window's sums do not depend on whether they
-            # were added up in one process or in a Ray actor and then its driver
-            totals: dict[str, float] = {}
-            for key, v in metrics.items():
-                name = key.split("/")[0]
-                totals[name] = totals.get(name, 0.0) + v
-            learned(j, members[j], totals)
-        for j in ended:
+        start the next; before ``ready`` (the learning delay) their rollouts are dropped."""
+        for j, m in enumerate(members):
+            held = self.now - self.start[j]
+            if held == 0 or (held < m.hp.rollout and not finish):
+                continue
+            if ready and not m.diverged:
+                algo: OnPolicy = m.algo  # type: ignore[assignment]
+                metrics = algo.learn_rollout(self.rollout(j, rows[j]))
+                # summed over agents here, so the window's sums do not depend on whether they
+                # were added up in one process or in a Ray actor and then its driver
+                totals: dict[str, float] = {}
+                for key, v in metrics.items():
+                    name = key.split("/")[0]
+                    totals[name] = totals.get(name, 0.0) + v
+                learned(j, m, totals)
             self.start[j] = self.now
         self.trim()
 
