@@ -45,19 +45,7 @@ def curve_table(rows: list[dict[str, Any]]) -> str:
     return table(["", *(budget(c) for c in cols)], body)
 
 
-def control_section() -> str:
-    if not (DATA / "control.jsonl").exists():
-        return ""
-    rows = jsonl("control.jsonl")
-    out = ["## simple_spread: the reference recipe\n",
-           "MAPPO at population 1 with no evolution, trained with the MAPPO paper's MPE update "
-           "settings as far as the learner's keys reach (`benchmarks/overlays/spread/"
-           "control.yaml`): the control that says whether the learner, not the search, limits "
-           "what the presets reach. Each run's kept member (`checkpoints/best.pt`) on 100 fresh "
-           "episodes, return summed over agents; variants against the control on the same seeds "
-           "at the same budget, paired.\n",
-           "`python benchmarks/control.py --algo mappo --env simple_spread --config CONFIG "
-           "--steps N --seeds S [--set KEY=VALUE] [--name NAME]`\n"]
+def variants_table(rows: list[dict[str, Any]]) -> str:
     ref = {(r["env_steps"], r["seed"]): r["kept_return"] for r in rows if is_reference(r)}
     body = []
     for (steps, name), rs in group(rows, lambda r: (r["env_steps"], variant(r))).items():
@@ -66,14 +54,37 @@ def control_section() -> str:
         body.append([budget(steps), name, len(rs), mean_sd(list(mine.values())),
                      ", ".join(f"{mine[s]:.1f}" for s in sorted(mine)),
                      "" if is_reference(rs[0]) or not base else paired(mine, base)])
-    out.append(table(["env steps", "variant", "seeds", "kept: mean +- sd", "per seed",
-                      "minus control [95% CI]"], body))
-    longest = [r for r in rows if is_reference(r)
-               and r["env_steps"] == max(x["env_steps"] for x in rows if is_reference(x))]
-    if longest:
-        out.append(f"The control's learning curve at {budget(longest[0]['env_steps'])} env "
-                   "steps: the best member's fitness at each generation (on "
-                   "`eval.episodes` episodes, the score that picks the kept member), every "
-                   f"{budget(CURVE_EVERY)} env steps.\n")
-        out.append(curve_table(longest))
+    return table(["env steps", "variant", "seeds", "kept: mean +- sd", "per seed",
+                  "minus control [95% CI]"], body)
+
+
+def control_section() -> str:
+    if not (DATA / "control.jsonl").exists():
+        return ""
+    by_env = group(jsonl("control.jsonl"), lambda r: r["env"])
+    out = ["## Fixed recipes at population 1\n",
+           "One member trained alone with no evolution: what the learner reaches on its own, "
+           "apart from the search. Each run's kept member (`checkpoints/best.pt`) on 100 fresh "
+           "episodes, return summed over agents; a variant against the control on the same "
+           "seeds at the same budget, paired.\n",
+           "`python benchmarks/control.py --algo ALGO --env ENV --config CONFIG --steps N "
+           "--seeds S [--set KEY=VALUE] [--name NAME]`\n"]
+    spread = by_env.pop("simple_spread", [])
+    if spread:
+        out.append("### simple_spread: the reference recipe\n\nMAPPO with the MAPPO paper's "
+                   "MPE update settings as far as the learner's keys reach (`benchmarks/"
+                   "overlays/spread/control.yaml`): the control that says whether the learner, "
+                   "not the search, limits what the presets reach.\n")
+        out.append(variants_table(spread))
+        longest = [r for r in spread if is_reference(r)
+                   and r["env_steps"] == max(x["env_steps"] for x in spread if is_reference(x))]
+        if longest:
+            out.append(f"The control's learning curve at {budget(longest[0]['env_steps'])} env "
+                       "steps: the best member's fitness at each generation (on "
+                       "`eval.episodes` episodes, the score that picks the kept member), every "
+                       f"{budget(CURVE_EVERY)} env steps.\n")
+            out.append(curve_table(longest))
+    for env, rows in by_env.items():
+        out.append(f"### {env}\n")
+        out.append(variants_table(rows))
     return "\n".join(out)
