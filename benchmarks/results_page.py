@@ -313,11 +313,13 @@ def learner_sections() -> str:
                            d["before"]["return_100"], d["after"]["return_100"]]
                           for (p, s), rs in runs.items()
                           for d in [{r["code"]: r for r in rs}]]))
-        diffs = [d["after"]["return_100"] - d["before"]["return_100"] for rs in runs.values()
-                 for d in [{r["code"]: r for r in rs}] if len(d) == 2]
-        if len(diffs) > 1:
-            out.append(f"Return after minus before, paired by seed ({len(diffs)} seeds): "
-                       f"{interval(diffs)}.\n")
+        for preset in dict.fromkeys(p for p, _ in runs):
+            diffs = [d["after"]["return_100"] - d["before"]["return_100"]
+                     for (p, _), rs in runs.items() if p == preset
+                     for d in [{r["code"]: r for r in rs}] if len(d) == 2]
+            if len(diffs) > 1:
+                out.append(f"{preset}: return after minus before, paired by seed "
+                           f"({len(diffs)} seeds): {interval(diffs)}.\n")
     return "\n".join(out)
 
 
