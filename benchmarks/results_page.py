@@ -310,13 +310,15 @@ def learner_sections() -> str:
                           "return before", "return after"],
                          [[p, s, d["before"]["wall_s"], d["after"]["wall_s"],
                            f"{d['after']['wall_s'] / d['before']['wall_s']:.2f}",
-                           d["before"]["return_100"], d["after"]["return_100"]]
+                           *("" if d[c]["return_100"] is None else d[c]["return_100"]
+                             for c in ("before", "after"))]
                           for (p, s), rs in runs.items()
                           for d in [{r["code"]: r for r in rs}]]))
         for preset in dict.fromkeys(p for p, _ in runs):
             diffs = [d["after"]["return_100"] - d["before"]["return_100"]
                      for (p, _), rs in runs.items() if p == preset
-                     for d in [{r["code"]: r for r in rs}] if len(d) == 2]
+                     for d in [{r["code"]: r for r in rs}] if len(d) == 2
+                     and None not in (d["before"]["return_100"], d["after"]["return_100"])]
             if len(diffs) > 1:
                 out.append(f"{preset}: return after minus before, paired by seed "
                            f"({len(diffs)} seeds): {interval(diffs)}.\n")
