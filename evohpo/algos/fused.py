@@ -59,10 +59,11 @@ class PopulationLearner:
         width = chunk_width(sizes)
         batch, rows = buffer.sample_each(sizes, list(rngs), width)
         chunks = Chunks.of(sizes, width, rows.device)
-        keys = [group_key(a) for a in algos]
         everyone = list(algos) if population is None else list(population)
         # each member's key once per round: arch() builds its shapes anew on every call
-        everyone_keys = keys if population is None else [group_key(a) for a in everyone]
+        everyone_keys = [group_key(a) for a in everyone]
+        key_of = {id(a): k for a, k in zip(everyone, everyone_keys, strict=True)}
+        keys = [key_of[id(a)] if id(a) in key_of else group_key(a) for a in algos]
         out: list[Metrics] = [{} for _ in algos]
         for key in dict.fromkeys(keys):
             members = [j for j, k in enumerate(keys) if k == key]
