@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from results_page import DATA, group, jsonl, mean_sd, paired, table
+from results_page import DATA, budget, group, jsonl, mean_sd, paired, table
 
 REFERENCE = "control"
 CURVE_EVERY = 1_000_000  # env steps between the curve table's columns
 
 
-def budget(steps: int) -> str:
-    """Millions of env steps, to two figures (a run stops at its last whole vector step)."""
-    return f"{steps / 1e6:.2g}M"
+def steps_of(r: dict[str, Any]) -> int:
+    """A run's env steps to the nearest 10k (it stops at its last whole vector step)."""
+    return round(r["env_steps"], -4)
 
 
 def variant(r: dict[str, Any]) -> str:
@@ -46,9 +46,9 @@ def curve_table(rows: list[dict[str, Any]]) -> str:
 
 
 def variants_table(rows: list[dict[str, Any]]) -> str:
-    ref = {(r["env_steps"], r["seed"]): r["kept_return"] for r in rows if is_reference(r)}
+    ref = {(steps_of(r), r["seed"]): r["kept_return"] for r in rows if is_reference(r)}
     body = []
-    for (steps, name), rs in group(rows, lambda r: (r["env_steps"], variant(r))).items():
+    for (steps, name), rs in group(rows, lambda r: (steps_of(r), variant(r))).items():
         mine = {r["seed"]: r["kept_return"] for r in rs}
         base = {s: ref[(steps, s)] for s in mine if (steps, s) in ref}
         body.append([budget(steps), name, len(rs), mean_sd(list(mine.values())),
@@ -77,9 +77,9 @@ def control_section() -> str:
                    "not the search, limits what the presets reach.\n")
         out.append(variants_table(spread))
         longest = [r for r in spread if is_reference(r)
-                   and r["env_steps"] == max(x["env_steps"] for x in spread if is_reference(x))]
+                   and steps_of(r) == max(steps_of(x) for x in spread if is_reference(x))]
         if longest:
-            out.append(f"The control's learning curve at {budget(longest[0]['env_steps'])} env "
+            out.append(f"The control's learning curve at {budget(steps_of(longest[0]))} env "
                        "steps: the best member's fitness at each generation (on "
                        "`eval.episodes` episodes, the score that picks the kept member), every "
                        f"{budget(CURVE_EVERY)} env steps.\n")
