@@ -27,6 +27,7 @@ from evohpo import config as C
 from evohpo.algos import initial_hyperparams
 from evohpo.algos.buffer import ReplayBuffer
 from evohpo.algos.fused import PopulationLearner
+from evohpo.algos.switches import ALGOS
 from evohpo.envs.registry import probe
 from evohpo.evolve.population import make_population
 
@@ -139,11 +140,22 @@ def populations(args: argparse.Namespace) -> None:
             "rows": rows}, indent=1) + "\n")
 
 
+def off_policy_names(text: str) -> str:
+    """``--algos``: off-policy algorithms only; on-policy ones learn from rollouts of their own,
+    not from the replay memory this benchmark times."""
+    bad = [a for a in text.split(",") if a not in ALGOS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"{','.join(bad)} is not an off-policy algorithm; choose from {', '.join(ALGOS)}")
+    return text
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="simple_speaker_listener,simple_spread")
-    p.add_argument("--algos", default="maddpg,matd3")
+    p.add_argument("--algos", default="maddpg,matd3", type=off_policy_names,
+                   help="off-policy algorithms, comma-separated (the replay memory's learners)")
     p.add_argument("--act-envs", type=int, default=2,
                    help="envs per act call (8 envs / population 4 = 2)")
     p.add_argument("--batch", type=int, default=128)
