@@ -137,17 +137,18 @@ def eval_against(args: argparse.Namespace) -> int:
         raise ConfigError("--render and --against: render a run's own champions (leave out "
                           "--against)")
     seed = args.seed or 0
-    cfg, teams, team, what, returns = load.against(
+    cfg, teams, what, games = load.against(
         Path(args.run), args.member, args.against, args.team, args.episodes, seed)
-    n = len(next(iter(returns.values())))
-    print(f"member {args.member} of {args.run} plays {team}; {what} plays "
-          f"{', '.join(name for name, _ in teams if name != team)} on {cfg.env.name}: "
-          f"{n} episodes, seed {seed}")
-    for name, agents in teams:
-        total = evaluate.episode_totals(returns, agents)
-        who = "member" if name == team else "opponent"
-        print(f"    {name + ' (' + who + ')':<28} return {total.mean():9.3f} +- "
-              f"{total.std():.3f}")
+    for team, returns in games:  # without --team, the champions play each team in turn
+        n = len(next(iter(returns.values())))
+        print(f"member {args.member} of {args.run} plays {team}; {what} plays "
+              f"{', '.join(name for name, _ in teams if name != team)} on {cfg.env.name}: "
+              f"{n} episodes, seed {seed}")
+        for name, agents in teams:
+            total = evaluate.episode_totals(returns, agents)
+            who = "member" if name == team else "opponent"
+            print(f"    {name + ' (' + who + ')':<28} return {total.mean():9.3f} +- "
+                  f"{total.std():.3f}")
     return 0
 
 
@@ -232,8 +233,9 @@ def build_parser() -> Parser:
                     help="games of several teams: play the member's team against random, "
                          "heuristic, a member id of this run (of another team), or another run "
                          "directory's champions; prints both teams' returns")
-    ev.add_argument("--team", help="with --against: the team the member plays (default: its "
-                                   "own, else the first that an opponent member did not train)")
+    ev.add_argument("--team", help="with --against: the team the member plays (default: a "
+                                   "member's own; the champions play each team in turn, or, "
+                                   "against a member, the first team it did not train)")
     ev.set_defaults(func=cmd_eval)
     ex = sub.add_parser("export",
                         help="export a member's actors to run without evohpo (torch.export)")

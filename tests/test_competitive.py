@@ -227,6 +227,23 @@ def test_eval_against_prints_both_teams(tmp_path: Path, capsys: pytest.CaptureFi
     assert "--team 'x'" in capsys.readouterr().err
 
 
+def test_eval_against_heuristic_plays_each_champion_against_the_script(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    api.train(tag_cfg(), run_dir=tmp_path, quiet=True)
+    capsys.readouterr()
+    base = ["eval", str(tmp_path), "--against", "heuristic", "--episodes", "3"]
+    assert main(base) == 0
+    out = capsys.readouterr().out.splitlines()
+    heads = [line for line in out if not line.startswith(" ")]
+    assert [h.split(" plays ")[1].split(";")[0] for h in heads] == ["adversaries", "good"]
+    assert all("heuristic plays" in h for h in heads)
+    # each team's game is the one --team plays: the same episodes, the script in the other seats
+    for team, block in zip(("adversaries", "good"), (out[:3], out[3:]), strict=True):
+        assert main([*base, "--team", team]) == 0
+        assert capsys.readouterr().out.splitlines() == block
+        assert f"{team} (member)" in block[1] + block[2]
+
+
 def test_against_needs_a_game_of_several_teams(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     api.train(C.load([TINY, {"steps": 32}]), run_dir=tmp_path, quiet=True, overwrite=True)

@@ -82,12 +82,14 @@ def load_member(run_dir: Path, which: str = "best", flag: str = "--member",
 
 
 def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes: int | None,
-            seed: int) -> tuple[C.Config, Teams, str, str, dict[str, np.ndarray]]:
-    """Member ``which`` of a run on a game of several teams, playing ``team`` (default: its own,
-    else the first that an opponent member does not play) against ``opponent`` in every other
-    team's seats: ``random``, ``heuristic``, a member id of the same run (of another team), or
-    another run directory (its checkpoints/best.pt champions).
-    Returns (config, teams, the team played, the opponent's description, per-agent returns)."""
+            seed: int) -> tuple[C.Config, Teams, str, list[tuple[str, dict[str, np.ndarray]]]]:
+    """Member ``which`` of a run on a game of several teams, playing ``team`` against
+    ``opponent`` in every other team's seats: ``random``, ``heuristic``, a member id of the same
+    run (of another team), or another run directory (its checkpoints/best.pt champions).
+    Without ``team``: a member of one team plays its own; an opponent member leaves the first
+    team it did not train; otherwise (the run's champions, or a joint member) each team plays
+    in turn, on the same episodes.
+    Returns (config, teams, the opponent's description, [(team played, per-agent returns)])."""
     from evohpo.envs.heuristics import reference_policy
     from evohpo.runtime.evaluate import play
 
@@ -120,19 +122,24 @@ def against(run_dir: Path, which: str, opponent: str, team: str | None, episodes
     else:
         raise ConfigError(f"--against {opponent!r}: expected random, heuristic, a member id or "
                           "a run directory (a folder with checkpoints/ in it)")
-    # the member's own team; else (the run's champions) a team the opponent member does not play
-    team = team or info.get("team") or next(n for n in names if n != oteam)
-    if info.get("others") and team != info.get("team"):  # a member that trained one team only
-        raise ConfigError(f"--team {team}: member {which} trained team {info.get('team')!r} "
-                          f"only (the run's champions play its other seats); play it as "
-                          f"{info.get('team')}, or pick a member of {team}")
-    if oteam is not None and oteam == team:
-        raise ConfigError(f"--against {opponent}: member {opponent} trained team {oteam!r}, the "
-                          f"team the member plays; an opponent member plays "
-                          f"{' or '.join(n for n in names if n != team)}")
-    lineup = [(algo if name == team else other, agents) for name, agents in teams]
-    returns = play(arena[0], lineup, arena[1], episodes or cfg.eval.episodes, seed)
-    return cfg, teams, team, what, returns
+    # the member's own team; else (the run's champions) a team the opponent member does not
+    # play; else every team in turn
+    played = ([team] if team else [info["team"]] if info.get("team")
+              else [n for n in names if n != oteam][:1] if oteam is not None else names)
+    for t in played:
+        if info.get("others") and t != info.get("team"):  # a member that trained one team only
+            raise ConfigError(f"--team {t}: member {which} trained team {info.get('team')!r} "
+                              f"only (the run's champions play its other seats); play it as "
+                              f"{info.get('team')}, or pick a member of {t}")
+        if oteam is not None and oteam == t:
+            raise ConfigError(f"--against {opponent}: member {opponent} trained team {oteam!r}, "
+                              f"the team the member plays; an opponent member plays "
+                              f"{' or '.join(n for n in names if n != t)}")
+    games = []
+    for t in played:
+        lineup = [(algo if name == t else other, agents) for name, agents in teams]
+        games.append((t, play(arena[0], lineup, arena[1], episodes or cfg.eval.episodes, seed)))
+    return cfg, teams, what, games
 
 
 def cannot_render(env: str, why: str) -> ConfigError:
