@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from results_page import DATA, budget, group, jsonl, mean_sd, paired, table
+from results_tables import DATA, budget, group, jsonl, mean_sd, paired, table
 
 REFERENCE = "control"
 CURVE_EVERY = 1_000_000  # env steps between the curve table's columns

@@ -1,6 +1,7 @@
 """The package's layout: its modules import each other without a circle (type-only imports
-included), each is small enough to read in one sitting, the top level stays small, and algorithms
-are named and built only in evohpo.algos."""
+included), and so do the tests and the scripts of benchmarks/ and docs/; each module is small
+enough to read in one sitting, the top level stays small, and algorithms are named and built only
+in evohpo.algos."""
 
 from __future__ import annotations
 
@@ -12,19 +13,35 @@ from evohpo import config as C
 from evohpo.algos import algo_names
 
 PACKAGE = Path(__file__).resolve().parents[1] / "evohpo"
+ROOT = PACKAGE.parent
+# scripts run as `python benchmarks/x.py`: each imports its neighbours as top-level modules
+SCRIPT_FOLDERS = ("benchmarks", "docs")
 ALGO_CLASSES = {"MATD3"}
 MAX_LINES = 350      # a module reads in one sitting
 MAX_TOP_LEVEL = 14   # modules directly in evohpo/ (files evohpo/*.py)
 
 
-def modules() -> dict[str, Path]:
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
     """Every module of the package by dotted name; a package is its ``__init__.py``."""
     out: dict[str, Path] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         out[".".join(parts)] = path
+    return out
+
+
+def tree_modules() -> dict[str, Path]:
+    """Every module of the tree by the name it is imported by: the package's and the tests' by
+    dotted name, and each script of benchmarks/ and docs/ by its file's name, as its neighbours
+    import it (``from results_tables import table`` is benchmarks/results_tables.py: a script
+    runs with its folder on the path)."""
+    out = {**modules(), **modules(ROOT / "tests")}
+    for folder in SCRIPT_FOLDERS:
+        for path in sorted((ROOT / folder).glob("*.py")):
+            assert path.stem not in out, f"{path} has the name of {out[path.stem]}"
+            out[path.stem] = path
     return out
 
 
@@ -62,7 +79,8 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    known = modules()
+    """What each module of the tree imports of the tree."""
+    known = tree_modules()
     return {name: imports(name, path, known) for name, path in known.items()}
 
 
@@ -95,6 +113,15 @@ def test_the_import_graph_sees_function_level_imports() -> None:
     assert "evohpo.envs" in graph["evohpo.config.validate"]  # imported inside a function
 
 
+def test_the_import_graph_sees_the_scripts_and_the_tests() -> None:
+    """Scripts import their neighbours by file name; tests import each other as tests.x."""
+    graph = import_graph()
+    assert {"_common", "evohpo.envs"} <= graph["throughput"]  # `from _common import ...`
+    assert {"results_control", "results_tables"} <= graph["results_page"]
+    assert "evohpo.config" in graph["gen_config"]
+    assert "tests.test_checkpoint" in graph["tests.test_console"]
+
+
 def test_the_import_graph_counts_type_only_imports(tmp_path: Path) -> None:
     mod = tmp_path / "m.py"
     mod.write_text("from typing import TYPE_CHECKING\n"
@@ -110,6 +137,7 @@ def test_find_cycle() -> None:
 
 
 def test_no_import_cycles() -> None:
+    """Anywhere in the tree: the package, the tests, and the scripts of benchmarks/ and docs/."""
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
