@@ -36,6 +36,24 @@ def test_the_quickstarts_algo_flag_lists_every_algorithm() -> None:
     assert tuple(row[1].replace("\\|", "|").split("|")) == algo_names()
 
 
+# a duration as prose writes one: "6 to 8 minutes", "584 s", "1.5 h"
+DURATION = re.compile(r"\b\d+(?:[.,]\d+)?(?:\s*(?:to|-|\u2013)\s*\d+(?:[.,]\d+)?)?\s*"
+                      r"(?:minutes?|mins?|seconds?|secs?|hours?|h|s)\b", re.I)
+README_LINES = 200  # the front door
+
+
+def test_the_readme_is_short_and_types_no_timing_by_hand() -> None:
+    """Measured figures come from data files, into the generated block only: a duration typed
+    by hand (how long the suite runs, say) goes stale with the machine and the code."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= README_LINES
+    start, end = "<!-- presets:start -->", "<!-- presets:end -->"
+    assert DURATION.search(readme.split(start)[1].split(end)[0])  # the pattern finds "10 min"
+    by_hand = readme.split(start)[0] + readme.split(end)[1]
+    found = [m[0] for m in DURATION.finditer(by_hand)]
+    assert not found, f"durations typed by hand in README.md: {found}"
+
+
 def test_the_presets_table_says_the_budget_each_figure_was_measured_at() -> None:
     readme = (ROOT / "README.md").read_text()
     block = readme.split("<!-- presets:start -->")[1].split("<!-- presets:end -->")[0]
