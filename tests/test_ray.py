@@ -213,7 +213,8 @@ def test_a_killed_actor_is_recreated_and_the_run_goes_on(tmp_path: Path) -> None
         log.close()
 
 
-def test_sweep_runs_its_jobs_as_parallel_ray_tasks(tmp_path: Path) -> None:
+def test_sweep_runs_its_jobs_as_parallel_ray_tasks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(TINY))
     spec = {"name": "tiny", "base": "base.yaml", "steps": 32, "seeds": [0, 1]}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
@@ -229,6 +230,13 @@ def test_sweep_runs_its_jobs_as_parallel_ray_tasks(tmp_path: Path) -> None:
     # a rerun finds every job done, whichever backend ran it
     assert main(["sweep", str(tmp_path / "s.yaml"), "--out-dir", str(out), "--quiet"]) == 0
     assert [r["state"] for r in read_jsonl(out / "results.jsonl")[2:]] == ["done", "done"]
+    # and says so, as --dry-run does, on either backend (tasks report in the order they end)
+    capsys.readouterr()
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--out-dir", str(out), "--quiet",
+                 "--backend", "ray"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[")]
+    assert sorted(ln.split("] ", 1)[1] for ln in lines) == [
+        f"default-s{s}: done, skipped -> {out / f'default-s{s}'}" for s in (0, 1)]
 
 
 def test_an_address_where_nothing_listens_is_refused_at_once(

@@ -68,6 +68,20 @@ def test_sweep_runs_every_job_then_compares_and_reruns_resume(
         status(other.jobs[0])
 
 
+def test_a_rerun_says_which_finished_jobs_it_skips(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, out = sweep_file(tmp_path, variants={"fixed": FIXED}), tmp_path / "out"
+    assert main(["sweep", str(path), "--out-dir", str(out), "--quiet", "--seeds", "0"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--out-dir", str(out), "--quiet"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[")]
+    assert lines == [f"[1/2] fixed-s0: done, skipped -> {out / 'fixed-s0'}",
+                     f"[2/2] fixed-s1: 48 env steps -> {out / 'fixed-s1'}"]
+    assert main(["sweep", str(path), "--out-dir", str(out), "--dry-run"]) == 0
+    assert [ln.split()[:2] for ln in capsys.readouterr().out.splitlines()] == [
+        ["fixed-s0", "done"], ["fixed-s1", "done"]]
+
+
 def test_jobs_grid_names_and_wandb_grouping(tmp_path: Path) -> None:
     path = sweep_file(tmp_path, grid={"algo.lr_actor": [0.001, 0.0003]}, seeds=[3])
     sw = load_sweep(path, tmp_path / "o", wandb="offline")

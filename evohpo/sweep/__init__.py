@@ -77,8 +77,10 @@ def run_local(jobs: list[Job], quiet: bool = False, overwrite: bool = False,
     """One job after another in this process; stops at Ctrl-C (the job checkpointed itself)."""
     results = []
     for i, job in enumerate(jobs):
-        print(f"[{i + 1}/{len(jobs)}] {job.name}: {job.config['steps']:,} env steps -> "
-              f"{job.run_dir}", flush=True)
+        # a finished job is skipped: said as --dry-run says it, not as a job that runs
+        what = ("done, skipped" if not overwrite and status(job) == "done"
+                else f"{job.config['steps']:,} env steps")
+        print(f"[{i + 1}/{len(jobs)}] {job.name}: {what} -> {job.run_dir}", flush=True)
         res = run_job(job, quiet, overwrite)
         results.append(res)
         if on_result:

@@ -67,8 +67,9 @@ def run_ray(run_job: Callable[[Job, bool, bool], dict[str, Any]], jobs: list[Job
                        "wall_s": None}
             results[job.name] = res
             took = "" if res.get("wall_s") is None else f" in {res['wall_s']}s"
-            print(f"[{len(results)}/{len(jobs)}] {job.name}: rc {res['rc']}{took} -> "
-                  f"{job.run_dir}", flush=True)
+            what = ("done, skipped" if res["state"] == "done" and res["rc"] == 0
+                    else f"rc {res['rc']}{took}")
+            print(f"[{len(results)}/{len(jobs)}] {job.name}: {what} -> {job.run_dir}", flush=True)
             if on_result:
                 on_result(res)
     except KeyboardInterrupt:
