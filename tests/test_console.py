@@ -4,7 +4,9 @@ line on what evolution did, and a last line naming the commands that use the run
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,44 @@ def summary_lines(out: str) -> list[str]:
     return [ln for ln in out.splitlines() if ln.startswith("gen ") and "  steps " in ln]
 
 
+def resume_timed(run: Path, steps: int) -> float:
+    """Resume ``run`` up to ``steps``; the wall seconds the resumed session took."""
+    t0 = time.perf_counter()
+    assert main(["train", "--resume", str(run), "--steps", str(steps)]) == 0
+    return time.perf_counter() - t0
+
+
+def window_s(rows: list[dict[str, Any]], g: int) -> float:
+    """Generation ``g``'s window in wall seconds, from its row's rate and env steps."""
+    steps = rows[g]["env_steps"] - (rows[g - 1]["env_steps"] if g else 0)
+    return steps / rows[g]["time/env_steps_per_s"]
+
+
+def check_resumed_clock(before: list[dict[str, Any]], after: list[dict[str, Any]],
+                        meta: dict[str, Any], wall: float) -> None:
+    """The time/* records of a resumed run, bounded on both sides by what was measured.
+
+    The rows the checkpoint kept are as they were. Every row the resumed session writes goes on
+    from the checkpoint's clock (not from 0) by no more than the session's wall time. The first
+    window's time is its part before the checkpoint plus exactly what this session added to the
+    run's clock by then (its rate neither leaves out the time before the checkpoint nor counts
+    anything else); each later window counts only its own time, which is most of the time
+    between its line and the line before.
+    """
+    g0 = meta["generation"]
+    assert after[:g0] == before[:g0]
+    prev = meta["elapsed_s"]
+    for r in after[g0:]:
+        g, t = r["generation"], r["time/elapsed_s"]
+        assert prev <= t <= meta["elapsed_s"] + wall, (g, t, prev, meta["elapsed_s"], wall)
+        w = window_s(after, g)
+        if g == g0:
+            assert w == pytest.approx(meta["window_s"] + t - meta["elapsed_s"], abs=1e-6), g
+        else:
+            assert (t - prev) / 2 <= w <= t - prev + 1e-6, (g, w, t - prev)
+        prev = t
+
+
 def test_a_resumed_run_does_not_show_its_last_generation_again(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # windows of 200 steps per member (400 for the population): collecting takes most of a
@@ -34,17 +74,15 @@ def test_a_resumed_run_does_not_show_its_last_generation_again(
     meta, _ = checkpoint.load(run / "checkpoints" / "latest.pt")
     assert meta["env_steps"] == 1200 and meta["window_steps"] == 200  # a whole window's end
     # the resume evaluates generation 2 again and evolves it: its line is not shown twice
-    assert main(["train", "--resume", str(run), "--steps", "1600"]) == 0
+    wall = resume_timed(run, 1600)
     again = summary_lines(capsys.readouterr().out)
     assert [ln.split()[1] for ln in again] == ["3"], again
     after = read_jsonl(run / "metrics.jsonl")
     assert [m["generation"] for m in after] == [0, 1, 2, 3]
     # generation 2's rate (written again) counts its window's wall time before the checkpoint,
-    # not only the evaluation after the resume
-    window_s = 400 / after[2]["time/env_steps_per_s"]
-    assert window_s >= meta["window_s"] > 0
-    assert after[2]["time/env_steps_per_s"] < 2 * before[2]["time/env_steps_per_s"], \
-        (after[2]["time/env_steps_per_s"], before[2]["time/env_steps_per_s"])
+    # not only the evaluation after the resume; the run's clock goes on from the checkpoint's
+    assert meta["window_s"] > 0 and meta["elapsed_s"] >= before[1]["time/elapsed_s"]
+    check_resumed_clock(before, after, meta, wall)
 
 
 def test_a_run_resumed_mid_window_shows_that_generation_when_it_ends(
@@ -52,10 +90,14 @@ def test_a_run_resumed_mid_window_shows_that_generation_when_it_ends(
     run = tmp_path / "r"
     assert main(["train", *LOUD, "--steps", "80", "--run-dir", str(run)]) == 0  # mid-window
     assert summary_lines(capsys.readouterr().out)[-1].split()[:4] == ["gen", "2", "steps", "80"]
-    assert main(["train", "--resume", str(run), "--steps", "128"]) == 0
+    before = read_jsonl(run / "metrics.jsonl")
+    meta, _ = checkpoint.load(run / "checkpoints" / "latest.pt")
+    wall = resume_timed(run, 128)
     again = summary_lines(capsys.readouterr().out)
     assert [ln.split()[:4] for ln in again] == [["gen", "2", "steps", "96"],
                                                 ["gen", "3", "steps", "128"]]
+    # the window cut by the budget: its rate counts both sessions' parts of it
+    check_resumed_clock(before, read_jsonl(run / "metrics.jsonl"), meta, wall)
 
 
 def test_evolution_line_says_who_copied_whom_and_what_moved() -> None:
