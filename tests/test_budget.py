@@ -11,8 +11,9 @@ import pytest
 
 from evohpo import checkpoint
 from evohpo import config as C
+from evohpo.algos.buffer import human_bytes
 from evohpo.cli import main
-from evohpo.runtime.memory import replay_capacity
+from evohpo.runtime.memory import describe_sharing, replay_capacity, window_transitions
 from tests.test_checkpoint import ARGS, logs, train
 from tests.test_trainer import read_jsonl
 
@@ -93,3 +94,28 @@ def test_replay_memory_is_sized_to_the_budget_and_grows_on_resume(
     for k in ("obs", "actions", "rewards", "next_obs", "pos", "size"):
         np.testing.assert_array_equal(grown[k], full[k])
     assert logs(tmp_path / "part") == logs(tmp_path / "full")
+
+
+def test_a_window_is_announced_by_the_rule_that_sizes_the_replay_memory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 4 members x 10,000 env steps a window; a budget of 8,000 fills 8,000 transitions at most
+    cfg = C.load([{"steps": 8000, "population": {"size": 4}, "env": {"num_envs": 8},
+                   "evolution": {"evo_steps": 10_000}}])
+    assert window_transitions(cfg) == replay_capacity(cfg) == 8000
+    assert describe_sharing(cfg, 168, 3) == (
+        f"ray: experience sharing moves ~{human_bytes(8000 * 168 * 2)} per window (8,000 "
+        f"transitions x 168 B x 2 other actors); every actor keeps a {human_bytes(8000 * 168)} "
+        "replay copy (8,000 transitions)")
+    assert window_transitions(C.load([C.to_dict(cfg), {"steps": 10**6}])) == 40_000
+    # a window is never cut: 15 env steps per member on 2 envs each are 8 steps of the 4 envs
+    over = ["--set", "env.num_envs=4", "--set", "evolution.evo_steps=15"]
+    for steps, rows in ((80, [32, 64, 80]), (20, [20])):
+        run = tmp_path / str(steps)
+        assert main(["train", *LOUD, *over, "--steps", str(steps), "--run-dir", str(run)]) == 0
+        ran = C.load([C.read_yaml(run / "config.yaml")])
+        assert [m["env_steps"] for m in read_jsonl(run / "metrics.jsonl")] == rows
+        assert window_transitions(ran) == rows[0]
+        line = describe_sharing(ran, 168, 2)
+        assert f"({rows[0]} transitions x 168 B x 1 other actor)" in line
+        replay = f"replay memory: {replay_capacity(ran)} transitions"
+        assert replay in capsys.readouterr().out and f"({replay_capacity(ran)} transitions)" in line

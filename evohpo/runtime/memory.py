@@ -10,12 +10,37 @@ from evohpo.envs.spec import EnvSpec
 from evohpo.errors import ConfigError
 
 
+def fillable(cfg: Config, transitions: int) -> int:
+    """``transitions``, or fewer where the budget cannot fill that many: a run stores at most one
+    transition per env step. The one rule by which the replay memory is sized and a window's
+    experience is announced."""
+    return min(transitions, cfg.steps)
+
+
 def replay_capacity(cfg: Config) -> int:
     """Rows of the replay memory: ``buffer.capacity``, or fewer where the budget cannot fill that
-    many (a run stores at most one transition per env step). The rows are the same either way,
-    and a resume that extends the budget grows the memory (loading keeps the order of the rows),
-    so a run resumed with a larger budget samples what the run trained in one go did."""
-    return min(cfg.buffer.capacity, cfg.steps)
+    many. The rows are the same either way, and a resume that extends the budget grows the
+    memory (loading keeps the order of the rows), so a run resumed with a larger budget samples
+    what the run trained in one go did."""
+    return fillable(cfg, cfg.buffer.capacity)
+
+
+def window_transitions(cfg: Config) -> int:
+    """Transitions the population stores in one evolution window: every member's ``evo_steps``
+    rounded up to whole steps of its envs (a window is never cut), or fewer where the budget
+    cannot fill that many."""
+    k = cfg.env.num_envs // cfg.population.size  # envs per member
+    return fillable(cfg, -(-cfg.evolution.evo_steps // k) * cfg.env.num_envs)
+
+
+def describe_sharing(cfg: Config, row_bytes: int, actors: int) -> str:
+    """The Ray runtime's line on what sharing experience moves per window and what each actor's
+    replay copy holds (``row_bytes``: one transition's)."""
+    window, copy = window_transitions(cfg), replay_capacity(cfg)
+    return (f"ray: experience sharing moves ~{human_bytes(window * row_bytes * (actors - 1))} "
+            f"per window ({window:,} transitions x {row_bytes} B x {actors - 1} other "
+            f"actor{'' if actors == 2 else 's'}); every actor keeps a "
+            f"{human_bytes(copy * row_bytes)} replay copy ({copy:,} transitions)")
 
 
 def describe(cfg: Config, nbytes: int) -> str:

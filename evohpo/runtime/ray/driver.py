@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from evohpo import config as C
-from evohpo.algos.buffer import ReplayBuffer, human_bytes
+from evohpo.algos.buffer import ReplayBuffer
 from evohpo.algos.registry import on_policy
 from evohpo.envs.spec import EnvSpec
 from evohpo.errors import EvohpoError
@@ -36,7 +36,7 @@ from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import Score
-from evohpo.runtime.memory import replay_capacity
+from evohpo.runtime.memory import describe_sharing
 from evohpo.runtime.ray import connect, group, recovery, require_ray, resolve_resources
 from evohpo.runtime.ray.books import take_members, writable
 from evohpo.runtime.ray.group import MemberGroup, group_config, member_state
@@ -136,13 +136,8 @@ class RayRuntime(Runtime):
                          f"env(s) each, on {len(hosts)} node(s); {d.cpus_per_actor:g} CPUs"
                          f"{f', {self.gpus:g} GPUs' if self.gpus else ''} per actor, "
                          f"members on {self.infos[0]['device']}")
-        window = self.cfg.evolution.evo_steps * self.cfg.population.size
-        nbytes = ReplayBuffer.bytes_for(self.spec, replay_capacity(self.cfg), self.next_actions)
         if not self.on_policy:  # on-policy members learn from their own rollouts: nothing shared
-            self.log.message(f"ray: experience sharing moves ~"
-                             f"{human_bytes(window * self.row_bytes * (n - 1))} per window "
-                             f"({window:,} transitions x {self.row_bytes} B x {n - 1} other "
-                             f"actors); every actor keeps a {human_bytes(nbytes)} replay copy")
+            self.log.message(describe_sharing(self.cfg, self.row_bytes, n))
         self.push_loop()
         if self.obs is None:  # a restored runtime has its envs back already
             self.reset_envs(self.pool_seed)
