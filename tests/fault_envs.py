@@ -6,10 +6,17 @@ Faults are commanded by constructor keywords (so they pass through ``env.kwargs`
 file, so a restarted pool runs clean. Without a marker it fires every time. ``crash_one_in=n``
 makes only the envs whose first reset seed is a multiple of ``n`` crash: a pool seeds its envs
 with consecutive seeds, so one env in each ``n`` raises while the others step on.
+
+``score_crash_at`` and ``score_crash_from`` fault only in the main process, where the trainer's
+scoring envs run (an async pool's training envs step in worker processes): ``score_crash_at``
+as ``crash_at`` does; ``score_crash_from=n`` makes every step raise once this process's FaultEnvs
+have taken ``n`` steps in all, so that fresh scoring envs fail too (``FaultEnv.main_steps``
+counts them: a test in the main process sets it to 0 first).
 """
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import time
 from typing import Any
@@ -22,10 +29,12 @@ from tests.toy_envs import MoverPicker
 
 class FaultEnv(MoverPicker):
     metadata = {"name": "fault_env", "is_parallelizable": True}
+    main_steps = 0  # steps taken in the main process, by every FaultEnv (score_crash_from)
 
     def __init__(self, horizon: int = 10, crash_at: int | None = None, hang_at: int | None = None,
                  nan_at: int | None = None, drop_at: int | None = None, marker: str | None = None,
-                 exit_at: int | None = None, crash_one_in: int | None = None):
+                 exit_at: int | None = None, crash_one_in: int | None = None,
+                 score_crash_at: int | None = None, score_crash_from: int | None = None):
         super().__init__(
             {"mover": spaces.Box(-10, 10, (3,), np.float32),
              "picker": spaces.Box(-10, 10, (2,), np.float32)},
@@ -34,6 +43,7 @@ class FaultEnv(MoverPicker):
         self.crash_at, self.hang_at, self.nan_at, self.exit_at = crash_at, hang_at, nan_at, exit_at
         self.drop_at, self.marker = drop_at, marker
         self.crash_one_in = crash_one_in
+        self.score_crash_at, self.score_crash_from = score_crash_at, score_crash_from
         self.first_seed: int | None = None
         self.total = 0  # steps over this env's whole life
 
@@ -46,6 +56,12 @@ class FaultEnv(MoverPicker):
         one_in, seed = self.crash_one_in, self.first_seed
         return (one_in is None or (seed is not None and seed % one_in == 0)) and self._fires(
             self.crash_at)
+
+    def _scoring_crashes(self) -> bool:
+        FaultEnv.main_steps += 1
+        start = self.score_crash_from
+        return (start is not None and FaultEnv.main_steps > start) or self._fires(
+            self.score_crash_at)
 
     def _fires(self, at: int | None) -> bool:
         if at is None or self.total != at:
@@ -68,6 +84,8 @@ class FaultEnv(MoverPicker):
         self.t += 1
         if self._crashes():
             raise RuntimeError(f"injected crash at step {self.total}")
+        if mp.parent_process() is None and self._scoring_crashes():
+            raise RuntimeError(f"injected scoring crash at step {self.total}")
         if self._fires(self.exit_at):
             os._exit(7)
         if self._fires(self.hang_at):

@@ -208,6 +208,81 @@ def test_env_raising_in_step_prints_no_signal_lines_and_says_what_is_kept(
                              f"train --resume {run}"), last
 
 
+def fitness_rows(log: Messages) -> list[dict[str, Any]]:
+    return [{k: v for k, v in m.items() if k.endswith("fitness")} for m in log.metrics]
+
+
+def test_scoring_env_that_raises_is_replaced_and_plays_the_same_episodes(tmp_path: Path) -> None:
+    """The scoring envs run in this process (the training envs in the async pool's workers): one
+    that raises is replaced within env.max_restarts, as a training worker is, and the members are
+    scored again on the same episodes."""
+    t, log = run(fault_cfg(score_crash_at=3, marker=str(tmp_path / "fired")))
+    clean, clean_log = run(fault_cfg())
+    assert t.restarts == 1 and t.env_steps == clean.env_steps == 96
+    assert any("injected scoring crash at step 3" in m and "scoring again on fresh envs (1/2)" in m
+               for m in log.messages), log.messages
+    assert log.metrics[-1]["train/env_restarts"] == 1
+    assert fitness_rows(log) == fitness_rows(clean_log)
+
+
+def last_line(err: str) -> str:
+    return err.replace("\r", "\n").strip().splitlines()[-1]
+
+
+def test_scoring_env_failing_for_good_stops_and_says_what_is_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scoring envs that fail again and again stop the run as a training pool does: exit 1, and
+    the last line names the checkpoint kept and the command that resumes it."""
+    from tests.fault_envs import FaultEnv
+
+    monkeypatch.setattr(FaultEnv, "main_steps", 0)
+    run_dir = tmp_path / "r"
+    # the first window's scoring takes 24 steps in this process (2 members x 2 episodes x 4
+    # steps, the kept member's 2 episodes x 4): it passes and is checkpointed; then every step
+    # raises, on fresh envs too
+    code = main(["train", "--env", FAULT, "--run-dir", str(run_dir), "--steps", "200",
+                 "--set", "env.kwargs.score_crash_from=30", "--set", "env.kwargs.horizon=4",
+                 "--set", "env.pool=async", "--set", "env.workers=2",
+                 "--set", "env.max_restarts=2", "--set", "env.num_envs=2",
+                 "--set", "population.size=2", "--set", "evolution.evo_steps=32",
+                 "--set", "eval.episodes=2", "--set", "eval.confirm_episodes=2",
+                 "--set", "algo.hidden=[16]"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in out + err, err
+    assert out.count("scoring again on fresh envs") == 2, out
+    last, latest = last_line(err), run_dir / "checkpoints" / "latest.pt"
+    assert "injected scoring crash" in last and "the env pool failed 3 times" in last, last
+    assert last.endswith(f"The run's last checkpoint '{latest}' is kept: resume with evohpo "
+                         f"train --resume {run_dir}"), last
+    assert checkpoint.load(latest)[0]["generation"] == 1
+
+
+def test_a_resumed_run_has_the_whole_restart_allowance(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run stopped by env failures is resumed with env.max_restarts whole: the failures of the
+    session before it do not count again."""
+    run_dir = tmp_path / "r"
+    # every env raises at its 40th step (80 env steps); windows of 64: a checkpoint at 128
+    assert main(["train", "--env", FAULT, "--run-dir", str(run_dir), "--steps", "400",
+                 "--set", "env.kwargs.crash_at=40", "--set", "env.kwargs.horizon=4",
+                 "--set", "env.pool=async", "--set", "env.workers=2",
+                 "--set", "env.max_restarts=1", "--set", "env.num_envs=2",
+                 "--set", "population.size=2", "--set", "evolution.evo_steps=32",
+                 "--set", "eval.episodes=2", "--set", "eval.confirm_episodes=0",
+                 "--set", "algo.hidden=[16]"]) == 1
+    first = capsys.readouterr().err
+    assert "the env pool failed 2 times (env.max_restarts is 1)" in last_line(first), first
+    assert checkpoint.load(run_dir / "checkpoints" / "latest.pt")[0]["env_steps"] == 128
+    assert main(["train", "--resume", str(run_dir)]) == 1
+    out, err = capsys.readouterr()
+    # the resumed session survives its first failure, and stops at its second
+    assert "restarting the env pool with fresh envs (1/1)" in out, out
+    last = last_line(err)
+    assert "the env pool failed 2 times (env.max_restarts is 1)" in last, last
+    assert last.endswith(f"resume with evohpo train --resume {run_dir}"), last
+
+
 def test_nan_observations_never_reach_the_buffer() -> None:
     t, log = run(fault_cfg("sync", nan_at=4))  # every env sends one NaN observation
     # each env's NaN observation spoils two transitions (as next_obs, then as obs): all kept out

@@ -49,7 +49,8 @@ class EnvConfig:
     worker_timeout: float = _f(
         60.0, "async pool: seconds to wait for a worker before failing", lo=0, lo_open=True)
     max_restarts: int = _f(
-        3, "env pool failures survived before the run stops", lo=0)
+        3, "env failures (training or scoring) survived per session before the run stops",
+        lo=0)
 
 
 @dataclass(frozen=True)

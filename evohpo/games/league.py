@@ -80,7 +80,7 @@ class League:
     def __init__(self, cfg: Config, spec: EnvSpec, teams: Teams, runtime: Runtime):
         self.cfg, self.spec, self.teams, self.runtime = cfg, spec, teams, runtime
         self.n = cfg.population.size
-        self.references = References(cfg, spec, teams)
+        self.references = References(cfg, spec, teams, runtime)
         self.last: dict[str, Any] = {}             # the last evaluation's matches
         # games.scripted_opponents: the env's heuristic as a training opponent (checked to play
         # this env by evohpo.config.checks)

@@ -10,6 +10,7 @@ reference's team than the reference does.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -20,14 +21,16 @@ from evohpo.config import Config
 from evohpo.envs import VectorPool
 from evohpo.envs.heuristics import fixed_references
 from evohpo.envs.spec import EnvSpec, Policy
+from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import SEEDING, Teams, eval_pool, seat_return
 
 
 class References:
     """The champions' play against the fixed references, generation after generation."""
 
-    def __init__(self, cfg: Config, spec: EnvSpec, teams: Teams):
+    def __init__(self, cfg: Config, spec: EnvSpec, teams: Teams, runtime: Runtime | None = None):
         self.cfg, self.spec, self.teams = cfg, spec, teams
+        self.runtime = runtime  # replaces failed envs within env.max_restarts (else they raise)
         self.pool: VectorPool | None = None
         # the same reference episodes every generation, so that the curves compare
         self.seed = int(np.random.SeedSequence([cfg.seed, 7]).generate_state(1)[0])
@@ -40,11 +43,16 @@ class References:
         reference's own return in the champion's seat (the bar it has to clear)."""
         if self.first is None:
             self.first = [a.clone(0) for a in champs]
-        episodes = self.cfg.games.reference_episodes
-        if not episodes:
+        if not self.cfg.games.reference_episodes:
             return {}
+        if self.runtime is None:
+            return self.play(champs)
+        return self.runtime.scoring(lambda: self.play(champs), self.fresh)
+
+    def play(self, champs: list[Algorithm]) -> dict[str, float]:
+        assert self.first is not None
         if self.pool is None:
-            self.pool = eval_pool(self.cfg, self.spec, episodes)
+            self.pool = eval_pool(self.cfg, self.spec, self.cfg.games.reference_episodes)
             e = self.cfg.env
             self.refs = fixed_references(self.spec, e.name, e.kwargs, self.seed)
         out: dict[str, float] = {}
@@ -75,6 +83,12 @@ class References:
             league = meta.get("league", {})
             if league.get("seeding") == SEEDING:  # else measured on other episodes: anew
                 self.baseline = dict(league.get("baseline", {}))
+
+    def fresh(self) -> None:
+        """Its envs failed: new ones are built when next needed."""
+        with contextlib.suppress(Exception):
+            self.close()
+        self.pool = None
 
     def close(self) -> None:
         if self.pool is not None:

@@ -12,6 +12,7 @@ reproduces it exactly.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -23,6 +24,7 @@ from evohpo.config import Config
 from evohpo.envs import VectorPool
 from evohpo.envs.spec import EnvSpec
 from evohpo.evolve.member import Member
+from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import SEEDING, Score, eval_pool, score
 
 
@@ -33,8 +35,10 @@ def fresh_seeds(eval_seed: int) -> tuple[int, int]:
 
 
 class BestKeeper:
-    def __init__(self, cfg: Config, spec: EnvSpec, agents: list[str]):
+    def __init__(self, cfg: Config, spec: EnvSpec, agents: list[str],
+                 runtime: Runtime | None = None):
         self.cfg, self.spec, self.agents = cfg, spec, agents
+        self.runtime = runtime  # replaces failed envs within env.max_restarts (else they raise)
         self.pool: VectorPool | None = None  # built when first needed
         self.algo: Algorithm | None = None   # a copy of the kept member's algorithm
         self.info: dict[str, Any] = {}       # its record: id, hyperparameters, ...
@@ -43,9 +47,18 @@ class BestKeeper:
         self.seeding: str | None = SEEDING   # how their env seeds follow from it
 
     def play(self, algo: Algorithm, seed: int) -> Score:
-        if self.pool is None:
-            self.pool = eval_pool(self.cfg, self.spec, self.cfg.eval.confirm_episodes)
-        return score(algo, self.pool, seed, self.agents)
+        def run() -> Score:
+            if self.pool is None:
+                self.pool = eval_pool(self.cfg, self.spec, self.cfg.eval.confirm_episodes)
+            return score(algo, self.pool, seed, self.agents)
+
+        return run() if self.runtime is None else self.runtime.scoring(run, self.fresh)
+
+    def fresh(self) -> None:
+        """Its envs failed: new ones are built when next needed."""
+        with contextlib.suppress(Exception):
+            self.close()
+        self.pool = None
 
     def offer(self, member: Member, screened: float, generation: int, env_steps: int,
               eval_seed: int) -> bool:

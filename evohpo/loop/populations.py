@@ -85,7 +85,7 @@ class OnePopulation:
 
     def __init__(self, cfg: Config, spec: EnvSpec, runtime: Runtime, agents: list[str]):
         self.cfg, self.spec, self.runtime = cfg, spec, runtime
-        self.keeper = BestKeeper(cfg, spec, agents)
+        self.keeper = BestKeeper(cfg, spec, agents, runtime)
 
     def first_generation(self, cfg: Config, rng: np.random.Generator,
                          device: torch.device) -> tuple[list[Member], list[MutationRecord]]:

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -26,12 +26,14 @@ from evohpo.config.checks import keeps_next_actions, playing_teams
 from evohpo.envs.heuristics import Scripted
 from evohpo.envs.shaping import make_shaping
 from evohpo.envs.spec import EnvSpec
+from evohpo.errors import EnvError
 from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
-from evohpo.runtime.evaluate import Score
+from evohpo.runtime.evaluate import EndlessEpisode, Score
 
 # who plays the other teams in the second half of a slot's envs (see Runtime.place)
 Opponent = Scripted | None
+T = TypeVar("T")
 
 
 @dataclass
@@ -66,7 +68,8 @@ class Runtime(ABC):
         self.obs: dict[str, np.ndarray] | None = None
         self.done = np.zeros(cfg.env.num_envs, bool)
         self.ep_return = np.zeros(cfg.env.num_envs)
-        self.restarts = 0
+        self.restarts = 0          # env failures survived, in the whole run (train/env_restarts)
+        self.session_restarts = 0  # in this session: what env.max_restarts bounds
         self.dropped = 0
         self.new_window()
 
@@ -179,6 +182,35 @@ class Runtime(ABC):
             name = key.split("/")[0]
             stats[name] = stats.get(name, 0.0) + v
         stats["n"] = stats.get("n", 0.0) + 1
+
+    def env_failed(self, error: EnvError, then: str) -> None:
+        """Envs failed (training or scoring): one failure against ``env.max_restarts``, which
+        each session has whole (a resumed run starts afresh); past it, stop with a line that says
+        what is on disk, else say what happens ``then``."""
+        from evohpo.checkpoint import kept
+
+        self.restarts += 1
+        self.session_restarts += 1
+        n, limit = self.session_restarts, self.cfg.env.max_restarts
+        if n > limit:
+            raise EnvError(f"{error} -- the env pool failed {n} times "
+                           f"(env.max_restarts is {limit}); stopping. "
+                           f"{kept(self.run_dir)}") from None
+        self.log.message(f"{error}; {then} ({n}/{limit})")
+
+    def scoring(self, play: Callable[[], T], fresh: Callable[[], None]) -> T:
+        """``play()`` on scoring envs; where an env fails, ``fresh()`` replaces them and it plays
+        again (the episodes follow from the seed, not from the envs), within the allowance the
+        training pool has (:meth:`env_failed`). An episode that never ends is not a fault that
+        fresh envs mend."""
+        while True:
+            try:
+                return play()
+            except EndlessEpisode:
+                raise
+            except EnvError as e:
+                self.env_failed(e, "scoring again on fresh envs")
+                fresh()
 
     def mark_diverged(self, m: Member, why: str) -> None:
         if not m.diverged:

@@ -31,6 +31,11 @@ MAX_EPISODE_STEPS = 100_000
 
 Lineup = Sequence[tuple[Policy, Sequence[str]]]
 
+
+class EndlessEpisode(EnvError):
+    """An evaluation episode did not end: the env's settings, not a fault of its envs."""
+
+
 # how an evaluation's episodes follow from its seed, recorded beside stored scores: scores
 # recorded without it were played on env seeds ``seed, seed + 1, ...``, other episodes
 SEEDING = "seed_sequence"
@@ -126,9 +131,9 @@ def episode_returns(lineup: Lineup | Policy, pool: VectorPool, seed: int,
             on_step()
         if finished.all():
             return returns
-    raise EnvError(f"env {pool.spec.name!r}: an evaluation episode did not end in "
-                   f"{MAX_EPISODE_STEPS:,} steps; evohpo needs episodes that end "
-                   "(set max_cycles in env.kwargs)")
+    raise EndlessEpisode(f"env {pool.spec.name!r}: an evaluation episode did not end in "
+                         f"{MAX_EPISODE_STEPS:,} steps; evohpo needs episodes that end "
+                         "(set max_cycles in env.kwargs)")
 
 
 def team_returns(seats: Sequence[Policy], teams: Sequence[tuple[str, Sequence[str]]],

@@ -27,19 +27,18 @@ from evohpo.algos.explore import Part, explore
 from evohpo.algos.fused import PopulationLearner
 from evohpo.algos.onpolicy import sample
 from evohpo.algos.registry import on_policy
-from evohpo.checkpoint import kept
 from evohpo.config import Config
 from evohpo.devices import auto_choice, resolve_device
 from evohpo.envs import VectorPool, make_pool
 from evohpo.envs.heuristics import Scripted
 from evohpo.envs.pool import StepResult
-from evohpo.envs.spec import EnvSpec
+from evohpo.envs.spec import EnvSpec, Policy
 from evohpo.errors import EnvError
 from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent, Runtime
 from evohpo.runtime.clock import on_tick, steps_owed
-from evohpo.runtime.evaluate import Score, episode_returns, eval_pool, score
+from evohpo.runtime.evaluate import Lineup, Score, episode_returns, eval_pool
 from evohpo.runtime.memory import check_memory, describe, replay_capacity
 from evohpo.runtime.rollouts import Rollouts, member_rows
 
@@ -253,24 +252,29 @@ class LocalRuntime(Runtime):
             self.log.progress(self.env_steps, {})
 
     def restart_pool(self, error: EnvError) -> None:
-        """Replace a failed pool with fresh envs; after ``env.max_restarts`` failures, stop."""
-        self.restarts += 1
-        limit = self.cfg.env.max_restarts
-        if self.restarts > limit:
-            raise EnvError(f"{error} -- the env pool failed {self.restarts} times "
-                           f"(env.max_restarts is {limit}); stopping. "
-                           f"{kept(self.run_dir)}") from None
-        self.log.message(f"{error}; restarting the env pool with fresh envs "
-                         f"({self.restarts}/{limit})")
+        """Replace a failed pool with fresh envs; past ``env.max_restarts`` failures, stop."""
+        self.env_failed(error, "restarting the env pool with fresh envs")
         with contextlib.suppress(Exception):
             self.pool.close()
         self.pool = self.make_train_pool()
+        # the run's count, not the session's: a resumed run's fresh envs play other episodes
         seed = int(np.random.SeedSequence([self.pool_seed, self.restarts]).generate_state(1)[0])
         self.obs = self.pool.reset(seed=seed)
         self.ep_return[:] = 0.0  # the cut episodes are not counted as returns
         self.done[:] = True      # and exploration noise restarts with the new episodes
 
     # ----------------------------------------------------------------------------- evaluating
+    def scored_returns(self, lineup: Lineup | Policy, seed: int) -> dict[str, np.ndarray]:
+        """:func:`~evohpo.runtime.evaluate.episode_returns` on the scoring envs, fresh ones
+        where an env fails (:meth:`~evohpo.runtime.Runtime.scoring`)."""
+        return self.scoring(lambda: episode_returns(lineup, self.eval_pool, seed),
+                            self.fresh_scoring_envs)
+
+    def fresh_scoring_envs(self) -> None:
+        with contextlib.suppress(Exception):
+            self.eval_pool.close()
+        self.eval_pool = eval_pool(self.cfg, self.spec, self.cfg.eval.episodes)
+
     def evaluate(self, seed: int) -> list[Score]:
         """Mean return of complete, noise-free episodes on the evaluation envs (one per env)."""
         results = []
@@ -281,14 +285,15 @@ class LocalRuntime(Runtime):
             if m.diverged:  # the worst fitness: it is replaced at this selection
                 results.append(Score.diverged(self.spec.agents))
             else:
-                results.append(score(m.algo, self.eval_pool, seed, self.fitness_agents))
+                results.append(Score.of(self.scored_returns(m.algo, seed),
+                                        self.fitness_agents))
         return results
 
     def play(self, matches: list[list[Member]], seed: int) -> list[dict[str, np.ndarray]]:
         assert self.teams is not None, "matches are between the teams' members"
-        return [episode_returns([(m.algo, agents)
-                                 for m, (_, agents) in zip(match, self.teams, strict=True)],
-                                self.eval_pool, seed) for match in matches]
+        return [self.scored_returns([(m.algo, agents)
+                                     for m, (_, agents) in zip(match, self.teams, strict=True)],
+                                    seed) for match in matches]
 
     # ----------------------------------------------------------------------------- state
     def reset_envs(self, seed: int | None) -> dict[str, np.ndarray]:

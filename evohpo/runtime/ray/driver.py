@@ -179,7 +179,8 @@ class RayRuntime(Runtime):
         """Start ``n`` vector steps in every actor: one (report, rows) pair of references each."""
         share = env_steps // self.num_actors
         self.restarts_before = self.restarts
-        return [a.run.options(num_returns=2).remote(n, share, self.restarts)
+        return [a.run.options(num_returns=2).remote(n, share, self.restarts,
+                                                    self.session_restarts)
                 for a in self.actors]
 
     def finish_window(self) -> None:
@@ -195,7 +196,8 @@ class RayRuntime(Runtime):
         self.absorb_members(g, report)
         self.train_returns.extend(report["train_returns"])
         self.dropped += report["dropped"]
-        self.restarts += report["restarts"] - self.restarts_before
+        new = report["restarts"] - self.restarts_before
+        self.restarts, self.session_restarts = self.restarts + new, self.session_restarts + new
         e = slice(g * self.envs_per_actor, (g + 1) * self.envs_per_actor)
         assert self.obs is not None, "train() resets the envs before the first window"
         for a, o in report["obs"].items():

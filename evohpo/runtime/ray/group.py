@@ -29,7 +29,7 @@ from evohpo.envs.heuristics import Scripted, heuristic_policy
 from evohpo.evolve.member import Member, member_from, member_meta
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent
-from evohpo.runtime.evaluate import Score, episode_returns
+from evohpo.runtime.evaluate import Score
 from evohpo.runtime.local import LocalRuntime
 
 Rows = dict[str, np.ndarray]  # one array per ReplayBuffer field, a row per transition
@@ -158,14 +158,16 @@ class MemberGroup:
         self.t.done, self.t.ep_return = np.array(done, bool), np.array(ep_return, np.float64)
 
     # ------------------------------------------------------------------ a window
-    def run(self, n: int, env_steps: int, restarts: int) -> tuple[dict[str, Any], Rows]:
+    def run(self, n: int, env_steps: int, restarts: int,
+            session_restarts: int) -> tuple[dict[str, Any], Rows]:
         """``n`` vector steps of collection and learning; (report for the driver, the new rows).
 
         ``env_steps`` is the group's share of the population's steps (drives the learning
-        delay); ``restarts`` the run's env pool restarts so far (``env.max_restarts`` is global).
+        delay); ``restarts`` the run's env pool restarts so far, ``session_restarts`` this
+        session's (``env.max_restarts`` bounds them, for the whole population).
         """
         t = self.t
-        t.restarts = restarts
+        t.restarts, t.session_restarts = restarts, session_restarts
         since = t.buffer.added if t.buffer is not None else 0
         t.collect(n, env_steps, 0)
         report = {"members": [member_state(m) for m in t.members], "loss_stats": t.loss_stats,
@@ -203,9 +205,9 @@ class MemberGroup:
         t = self.t
         assert t.teams is not None, "matches are between the teams' members"
         played = {i: restore_algo(t.cfg, t.spec, st, t.device) for i, st in algos.items()}
-        return [episode_returns([(played[i], agents)
-                                 for i, (_, agents) in zip(match, t.teams, strict=True)],
-                                t.eval_pool, seed) for match in matches]
+        return [t.scored_returns([(played[i], agents)
+                                  for i, (_, agents) in zip(match, t.teams, strict=True)],
+                                 seed) for match in matches]
 
     # ------------------------------------------------------------------ replay copy
     def buffer_state(self) -> dict[str, Any]:
