@@ -3,20 +3,24 @@ line on what evolution did, and a last line naming the commands that use the run
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from evohpo import checkpoint
 from evohpo.cli import main
+from evohpo.evolve.evolution import next_generation
 from evohpo.logs.evolution import IDS, evolution_line
 from tests.test_checkpoint import ARGS, STRATEGIES
 from tests.test_trainer import read_jsonl
 
 LOUD = [a for a in ARGS if a != "--quiet"]
+NAN = float("nan")
 
 
 def summary_lines(out: str) -> list[str]:
@@ -141,6 +145,131 @@ def test_evolution_line_says_who_copied_whom_and_what_moved() -> None:
              {"generation": 0, "member_id": 0, "parent_id": None, "kind": "elite"},
              {"generation": 0, "member_id": 1, "parent_id": None, "kind": "restored"}]
     assert evolution_line(quiet) is None
+
+
+# what the strategies below may move: lr_actor alone, by 1.2 (members start at 0.001, or pinned
+# at its bound 0.01 where nothing may move); every other hyperparameter stays
+ONE_HP = {k: {"mutate": k == "lr_actor"}
+          for k in ("lr_actor", "lr_critic", "batch_size", "learn_step", "tau", "expl_noise")}
+
+
+def strategy_line(strategy: str, fitness: list[float], se: float = 0.0,
+                  diverged: tuple[int, ...] = (), pinned: bool = False, every_hp: bool = False,
+                  **ev: Any) -> str | None:
+    """The console's line on one generation of a real strategy (generation 3, next id 50) over
+    members 100, 101, ... (slot order) with known fitness."""
+    from tests.test_hpo import MID, ecfg, mcfg, population
+
+    hp = dataclasses.replace(MID, lr_actor=1e-2) if pinned else MID
+    mut = mcfg(factors=[1.2], **({} if every_hp else {"bounds": ONE_HP}))
+    members = population(len(fitness), diverged, hp)
+    out = next_generation(members, fitness, [se] * len(fitness), 3, 50,
+                          ecfg(strategy=strategy, resample_probability=0.0, **ev), mut,
+                          np.random.default_rng(0))
+    return evolution_line([r.to_json() for r in out.records])
+
+
+def test_every_record_a_strategy_makes_has_its_line() -> None:
+    """Each strategy's records as the console prints them, on known answers: copies (over a
+    worse member, in place of a diverged one), explorations, and changes of none, one, two or
+    every hyperparameter."""
+    gen = "gen    3  evolution: "
+    kept = "; kept 101, 102, 103"
+    pbt = {"strategy": "truncation", "ready": 1, "quantile": 0.25}
+    # PBT: the bottom member (100) copies the top one (103), then explores
+    assert strategy_line(fitness=[0.0, 1.0, 2.0, 3.0], **pbt) == (
+        gen + "member 50 copies 103 in place of 100 (lr_actor 0.001 -> 0.0012)" + kept)
+    assert strategy_line(fitness=[0.0, 1.0, 2.0, 3.0], pinned=True, **pbt) == (
+        gen + "member 50 copies 103 in place of 100" + kept)
+    assert strategy_line(fitness=[0.0, 1.0, 2.0, 3.0], every_hp=True, **pbt) == (
+        gen + "member 50 copies 103 in place of 100 (6 hyperparameters)" + kept)
+    # ... in place of a diverged member (101), whatever its fitness
+    assert strategy_line(fitness=[0.0, NAN, 2.0, 3.0], diverged=(1,), **pbt) == (
+        gen + "member 50 copies 103 in place of 101 (lr_actor 0.001 -> 0.0012); "
+        "kept 100, 102, 103")
+    # within the noise of the member it would copy: it explores in place, keeping its id
+    assert strategy_line(fitness=[0.0, 1.0, 2.0, 3.0], se=10.0, explore_kept=True, **pbt) == (
+        gen + "member 100 explores in place (lr_actor 0.001 -> 0.0012)" + kept)
+    assert strategy_line(fitness=[0.0, 1.0, 2.0, 3.0], se=10.0, explore_kept=True, pinned=True,
+                         **pbt) == gen + "member 100 explores in place (nothing moved)" + kept
+    assert strategy_line(fitness=[0.0, 1.0, 2.0, 3.0], se=10.0, explore_kept=False, **pbt) is None
+    # the tournament: the elite (101) is kept, every other slot is a mutated copy
+    tour = {"strategy": "tournament", "tournament_size": 3}
+    assert strategy_line(fitness=[1.0, 3.0, 2.0], **tour) == (
+        gen + "member 50 copies 101 (lr_actor 0.001 -> 0.0012); member 51 copies 101 "
+        "(lr_actor 0.001 -> 0.0012); kept 101")
+    assert strategy_line(fitness=[1.0, 3.0, 2.0], pinned=True, **tour) == (
+        gen + "member 50 copies 101; member 51 copies 101; kept 101")
+    # ... a diverged member (101, the highest score) is no parent: the best healthy one is
+    assert strategy_line(fitness=[1.0, 9.0, 2.0], diverged=(1,), **tour) == (
+        gen + "member 50 copies 102 (lr_actor 0.001 -> 0.0012); member 51 copies 102 "
+        "(lr_actor 0.001 -> 0.0012); kept 102")
+    # independent members: only a diverged one is replaced, by a copy of the best healthy one
+    assert strategy_line(fitness=[1.0, NAN, 2.0], diverged=(1,), strategy="independent") == (
+        gen + "member 50 copies 102 in place of 101; kept 100, 102")
+    assert strategy_line(fitness=[1.0, 3.0, 2.0], strategy="independent") is None
+
+
+def test_every_mutation_a_copy_can_carry_has_its_line() -> None:
+    """A tournament's copy carries one operator's record, as the operators write them (weights,
+    architecture, activation, and an operator that could not apply), on one team or several."""
+    def rec(kind: str, **kw: Any) -> dict[str, Any]:
+        return {"generation": 7, "member_id": 9, "parent_id": 4, "kind": kind, "target": "",
+                "before": None, "after": None, "op": "", "note": "parent fitness -5.000", **kw}
+
+    elite = {"generation": 7, "member_id": 4, "parent_id": 1, "kind": "elite",
+             "note": "fitness -5.000"}
+    lines = {
+        "actor weights perturbed": rec(
+            "weights", target="actors", after={"speaker_0": 0.01, "listener_0": 0.02},
+            op="gaussian std=0.1 frac=0.1",
+            note="after: L2 norm of the change per agent's actor; parent fitness -5.000"),
+        "listener_0/actor 64-64 -> 64-64-64": rec(
+            "architecture", target="listener_0/actor/layer2", before=[64, 64],
+            after=[64, 64, 64], op="add_layer"),
+        "speaker_0/critic 64 -> 48": rec(
+            "architecture", target="speaker_0/critic/layer0", before=[64], after=[48],
+            op="remove_node -16", note="both twin critics; parent fitness -5.000"),
+        "speaker_0 activation relu -> tanh": rec(
+            "activation", target="speaker_0/actor+critic", before="relu", after="tanh",
+            op="set_activation"),
+        "batch_size 128 -> 154": rec("hyperparameters", target="batch_size", before=128,
+                                     after=154, op="*1.2"),
+        "": rec("none", note="architecture: drew add_layer on listener_0/actor (at "
+                             "mutation.arch.max_layers); no operator applies to any network "
+                             "within mutation.arch; parent fitness -5.000"),
+    }
+    for what, r in lines.items():
+        said = f" ({what})" if what else ""
+        assert evolution_line([elite, r]) == (
+            f"gen    7  evolution: member 9 copies 4{said}; kept 4"), what
+    # games of several teams: each member and each kept one names its team
+    teams = [{**elite, "team": "adversary"}, {**elite, "member_id": 2, "team": "agent"},
+             {**lines["speaker_0 activation relu -> tanh"], "team": "agent"}]
+    assert evolution_line(teams) == ("gen    7  evolution: agent member 9 copies 4 "
+                                     "(speaker_0 activation relu -> tanh); kept adversary 4, "
+                                     "agent 2")
+
+
+def test_the_first_line_with_a_copy_says_why_ids_climb(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The console's lines as printed: an exploration alone takes no new id; the first copy's
+    line says why ids run past the population size, and no later line says it again."""
+    from evohpo.logs.loggers import ConsoleLogger
+
+    def copy(g: int, new: int, old: int) -> list[dict[str, Any]]:
+        return [{"generation": g, "member_id": new, "parent_id": 0, "kind": "none",
+                 "note": f"replaces member {old} (fitness -9.000); parent fitness -1.000"}]
+
+    log = ConsoleLogger(total=1000)
+    log.lineage([{"generation": 1, "member_id": 1, "parent_id": None, "kind": "none",
+                  "note": "explores in place: fitness -2.000, within the noise of member 0"}])
+    log.lineage(copy(2, 2, 1))
+    log.lineage(copy(3, 3, 2))
+    assert capsys.readouterr().out.splitlines() == [
+        "gen    1  evolution: member 1 explores in place (nothing moved)",
+        f"gen    2  evolution: member 2 copies 0 in place of 1 ({IDS})",
+        "gen    3  evolution: member 3 copies 0 in place of 2"]
 
 
 def test_the_console_shows_evolution_and_the_next_commands_work(
