@@ -220,6 +220,27 @@ def test_comparison_of_seeds_and_settings(tmp_path: Path,
     assert all(points > 0 for points, _ in figures(comp))
 
 
+def test_a_comparison_across_envs_warns_that_returns_do_not_compare(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [write_run(tmp_path / "sl-s0", 0.0, 0), write_run(tmp_path / "sl-s1", 1.0, 1),
+            write_run(tmp_path / "spread-s0", 5.0, 0, env={"name": "simple_spread"},
+                      algo={"name": "maddpg"})]
+    assert main(["report", *map(str, runs)]) == 0
+    warning = ("the runs are on 2 different envs (simple_speaker_listener: sl-s0, sl-s1; "
+               "simple_spread: spread-s0); returns of different envs do not compare: the "
+               "comparison sets them side by side only")
+    said = capsys.readouterr().err.splitlines()  # (write_run's runs end in a torn line)
+    assert [ln for ln in said if "torn" not in ln] == [f"evohpo: warning: {warning}"]
+    page = (tmp_path / "report.html").read_text()
+    comp = page[page.index("<section id='comparison'>"):page.index("<section id='r0'>")]
+    assert f"<p class='bad'>Warning: {html.escape(warning)}.</p>" in comp
+    # runs of one env (other algorithms included) compare: nothing to say
+    other = write_run(tmp_path / "sl-maddpg", 2.0, 0, algo={"name": "maddpg"})
+    assert main(["report", str(runs[0]), str(runs[1]), str(other)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert "Warning:" not in (tmp_path / "report.html").read_text()
+
+
 def test_wall_time_continues_across_resumes() -> None:
     from evohpo.report.data import continuous_time
 

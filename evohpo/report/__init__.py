@@ -77,6 +77,9 @@ def build_report(paths: list[Path], out: Path | None = None, title: str | None =
         nav = [(sid, t) for sid, t, _ in secs]
         title = title or f"evohpo report: {runs[0].name}"
     else:
+        mixed = compare.mixed_envs(runs)
+        if mixed:  # said on the console too: the page's comparison may not be read closely
+            print(f"evohpo: warning: {mixed}", file=sys.stderr)
         groups = compare.group_runs(runs)
         body = html.section("comparison", "Comparison", html.comparison(groups))
         nav = [("comparison", "Comparison")]

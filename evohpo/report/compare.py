@@ -64,6 +64,21 @@ def group_runs(runs: list[Run]) -> list[Group]:
     return out
 
 
+def mixed_envs(runs: list[Run]) -> str | None:
+    """A warning where the runs are on different envs (whose returns do not compare), naming
+    each env's runs; None where they share one."""
+    envs: dict[str, list[str]] = {}
+    for r in runs:
+        envs.setdefault(str(r.config.get("env", {}).get("name")), []).append(r.name)
+    if len(envs) < 2:
+        return None
+    named = "; ".join(f"{env}: {', '.join(names[:3])}"
+                      + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+                      for env, names in envs.items())
+    return (f"the runs are on {len(envs)} different envs ({named}); returns of different envs "
+            "do not compare: the comparison sets them side by side only")
+
+
 def differing_keys(settings: list[dict[str, Any]]) -> list[str]:
     keys = list(dict.fromkeys(k for s in settings for k in s))
     return [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1]

@@ -262,8 +262,10 @@ def comparison(groups: list[K.Group]) -> str:
            "population mean fitness vs env steps": K.curves(groups, "eval/mean_fitness"),
            "best fitness vs wall time": K.curves(groups, "eval/best_fitness", "time/elapsed_s",
                                                  60.0)})
-    body = figure(plots.compare(cv, "Each group's runs (faint) and their mean (bold) with a ±1 "
-                                    "std band over seeds. Runs are compared at equal env steps."))
+    mixed = K.mixed_envs(runs)
+    body = f"<p class='bad'>Warning: {esc(mixed)}.</p>" if mixed else ""
+    body += figure(plots.compare(cv, "Each group's runs (faint) and their mean (bold) with a ±1 "
+                                     "std band over seeds. Runs are compared at equal env steps."))
     sc, names = K.scores(groups, steps, refs), K.metrics_for(refs)
     body += f"<h3>At {steps:,} env steps (reached by every run)</h3>"
     body += table(["group", "runs", *names],
