@@ -246,7 +246,7 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
         raise ConfigError(f"the run already has {meta['env_steps']:,} env steps ({given}); "
                           f"pass --steps N with N at least {room:,} to extend its budget")
     checkpoint.truncate_run_files(path, meta["files"])
-    notes = [f"resuming at generation {meta['generation']}, {meta['env_steps']:,} env steps"]
+    notes = [f"resuming from {checkpoint.moment(meta)}"]
     from evohpo.logs.loggers import machine_kind
     from evohpo.report.data import read_jsonl
 

@@ -195,16 +195,30 @@ def _intact_zip(path: Path) -> bool:
         return False
 
 
+def moment(meta: dict[str, Any]) -> str:
+    """Where in its run a checkpoint stands, numbered as the console, ``metrics.jsonl`` and
+    ``lineage.jsonl`` number generations: by the generation whose line shows these env steps.
+    A run's checkpoint (``latest.pt``) is taken once the next window has begun, so its own
+    counter is one ahead of the generation just logged, unless taken at the budget's end (before
+    that generation's line) or partway through a window (an interrupt)."""
+    gen, steps = meta.get("generation"), meta.get("env_steps")
+    if not isinstance(gen, int) or not isinstance(steps, int):
+        return ""
+    if "window_steps" in meta and not meta.get("budget_end"):
+        if meta["window_steps"] or gen == 0:
+            return f"partway through generation {gen}, {steps:,} env steps"
+        gen -= 1
+    return f"generation {gen}, {steps:,} env steps"
+
+
 def _damaged(path: Path, why: str) -> CheckpointError:
     """A damaged checkpoint's error: what is wrong, and the previous checkpoint if it is good."""
     prev, instead = previous(path), "no earlier checkpoint of it is kept"
     if prev.is_file():
         try:
-            meta = load(prev, previous_too=False)[0]
-            at = (f" (generation {meta.get('generation')}, {meta['env_steps']:,} env steps)"
-                  if isinstance(meta.get("env_steps"), int) else "")
-            instead = (f"the previous checkpoint {str(prev)!r}{at} is intact: copy it over "
-                       f"{path.name} to go on from there")
+            at = moment(load(prev, previous_too=False)[0])
+            instead = (f"the previous checkpoint {str(prev)!r}{f' ({at})' if at else ''} is "
+                       f"intact: copy it over {path.name} to go on from there")
         except CheckpointError:
             instead = f"the previous checkpoint {str(prev)!r} cannot be read either"
     return CheckpointError(f"checkpoint {str(path)!r} is {why}; {instead}")

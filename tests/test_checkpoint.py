@@ -217,9 +217,11 @@ def test_random_bytes_in_latest_are_one_line_naming_the_previous_checkpoint(
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     before = checkpoint.load(prev)[0]  # the generation before the last
     assert before["env_steps"] < 400 and before["generation"] >= 1
+    gen = next(r["generation"] for r in read_jsonl(run / "metrics.jsonl")  # as its line says
+               if r["env_steps"] == before["env_steps"])
     assert (f"checkpoint '{latest}' is damaged or truncated and cannot be read (its content does "
             "not match the checksum written with it); the previous checkpoint "
-            f"'{prev}' (generation {before['generation']}, {before['env_steps']:,} env steps) "
+            f"'{prev}' (generation {gen}, {before['env_steps']:,} env steps) "
             "is intact: copy it over latest.pt to go on from there") in err, err
     shutil.copy(prev, latest)  # what the line says to do
     assert main(["train", "--resume", str(run), "--steps", "480", "--quiet"]) == 0
