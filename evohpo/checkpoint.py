@@ -214,11 +214,14 @@ def moment(meta: dict[str, Any]) -> str:
 def _damaged(path: Path, why: str) -> CheckpointError:
     """A damaged checkpoint's error: what is wrong, and the previous checkpoint if it is good."""
     prev, instead = previous(path), "no earlier checkpoint of it is kept"
+    # a file copied onto a directory would land inside it: say to move what is there first
+    put = (f"copy it over {path.name}" if path.is_file() or not path.exists()
+           else f"move {path.name} aside and put a copy of it in its place")
     if prev.is_file():
         try:
             at = moment(load(prev, previous_too=False)[0])
             instead = (f"the previous checkpoint {str(prev)!r}{f' ({at})' if at else ''} is "
-                       f"intact: copy it over {path.name} to go on from there")
+                       f"intact: {put} to go on from there")
         except CheckpointError:
             instead = f"the previous checkpoint {str(prev)!r} cannot be read either"
     return CheckpointError(f"checkpoint {str(path)!r} is {why}; {instead}")
@@ -232,6 +235,10 @@ def load(path: Path, device: torch.device | str = "cpu",
         what = f"damaged or truncated and cannot be read ({why})" if why else "empty (0 bytes)"
         return _damaged(path, what) if previous_too else CheckpointError(what)
 
+    if path.exists() and not path.is_file():  # say what is there, and what is kept instead
+        what = ("a directory, not a checkpoint file" if path.is_dir()
+                else "not a regular file, so not a checkpoint")
+        raise _damaged(path, what) if previous_too else CheckpointError(what)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {str(path)!r}")
     if path.stat().st_size == 0:

@@ -77,3 +77,32 @@ def test_a_checkpoint_taken_inside_a_window_is_partway_through_its_generation(
         f"partway through generation {PREV_GEN + 1}, {STEPS:,} env steps")
     best = checkpoint.load(trained / "checkpoints" / "best.pt")[0]  # taken after the line
     assert checkpoint.moment(best) == f"generation {PREV_GEN + 1}, {STEPS:,} env steps"
+
+
+# ----------------------------------------------------------------------------- what is there
+
+@pytest.mark.parametrize("name", ["best", "latest"])
+def test_a_directory_in_place_of_a_checkpoint_says_so_and_names_the_previous_one(
+        run: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    ckpts = run / "checkpoints"
+    path, prev = ckpts / f"{name}.pt", ckpts / f"{name}.prev.pt"
+    path.unlink()
+    path.mkdir()
+    cmd = (["eval", str(run), "--episodes", "1"] if name == "best"
+           else ["train", "--resume", str(run), "--steps", "200", "--quiet"])
+    assert main(cmd) == 2
+    assert one_line(capsys) == (
+        f"evohpo: error: checkpoint '{path}' is a directory, not a checkpoint file; the previous "
+        f"checkpoint '{prev}' (generation {PREV_GEN}, {PREV_STEPS:,} env steps) is intact: move "
+        f"{name}.pt aside and put a copy of it in its place to go on from there")
+    path.rename(ckpts / "aside")  # what the line says to do
+    shutil.copy(prev, path)
+    assert main(cmd) == 0
+    capsys.readouterr()
+    shutil.rmtree(ckpts / "aside")
+    path.unlink()
+    path.mkdir()
+    prev.unlink()
+    assert main(cmd) == 2
+    assert one_line(capsys).endswith(
+        f"'{path}' is a directory, not a checkpoint file; no earlier checkpoint of it is kept")
