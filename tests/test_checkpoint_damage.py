@@ -3,11 +3,16 @@ generations the console and the logs count."""
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from evohpo import checkpoint
 from evohpo.cli import main
@@ -106,3 +111,118 @@ def test_a_directory_in_place_of_a_checkpoint_says_so_and_names_the_previous_one
     assert main(cmd) == 2
     assert one_line(capsys).endswith(
         f"'{path}' is a directory, not a checkpoint file; no earlier checkpoint of it is kept")
+
+
+# ----------------------------------------------------------------------------- the checksum
+
+Tree = Any
+
+
+def nodes(tree: Tree, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Tree]]:
+    """Every node of nested dicts, lists and tuples (the containers too), with its path."""
+    yield at, tree
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from nodes(v, (*at, k))
+    elif isinstance(tree, (list, tuple)):
+        for i, v in enumerate(tree):
+            yield from nodes(v, (*at, i))
+
+
+def replaced(tree: Tree, at: tuple[Any, ...], change: Callable[[Any], Any]) -> Tree:
+    """A copy of ``tree`` with the node at ``at`` changed (only the containers above it copied)."""
+    if not at:
+        return change(tree)
+    if isinstance(tree, dict):
+        return {**tree, at[0]: replaced(tree[at[0]], at[1:], change)}
+    out = list(tree)
+    out[at[0]] = replaced(tree[at[0]], at[1:], change)
+    return type(tree)(out)
+
+
+def nudged(x: Any) -> Any:
+    """``x`` changed slightly: a float by 1e-6 (or by the least step of its precision where that
+    is smaller than 1e-6 can show), an integer by 1, a flag flipped, a string by a letter, None
+    made 0; in a tensor, its last element."""
+    if isinstance(x, torch.Tensor):
+        t = x.clone().reshape(-1)
+        if t.dtype == torch.bool:
+            t[-1] = ~t[-1]
+        elif t.dtype.is_floating_point:
+            v = (t[-1].double() + 1e-6).to(t.dtype)
+            up = torch.tensor(math.inf, dtype=t.dtype)
+            t[-1] = v if v != t[-1] else torch.nextafter(t[-1], up)
+        else:
+            t[-1] = t[-1] ^ 1
+        return t.reshape(x.shape)
+    if isinstance(x, bool):
+        return not x
+    if isinstance(x, float):
+        return x + 1e-6 if x + 1e-6 != x else math.nextafter(x, math.inf)
+    if isinstance(x, int):
+        return x + 1
+    if isinstance(x, str):
+        return x[:-1] + ("a" if x[-1:] != "a" else "b")
+    assert x is None, type(x)
+    return 0
+
+
+def changes(obj: dict[str, Any]) -> Iterator[tuple[str, tuple[Any, ...], Any, dict[str, Any]]]:
+    """The checkpoint ``obj`` (as torch's reader gives it) with one part changed, for every part:
+    each value in its tensors (each tensor, number, string, in dicts and lists at any depth) and
+    in its metadata. Yields (section, path, the part, the changed checkpoint)."""
+    for at, node in nodes(obj["tensors"]):
+        if not isinstance(node, (dict, list, tuple)):
+            assert not isinstance(node, torch.Tensor) or node.numel() > 0, at  # one to change
+            yield "tensors", at, node, {**obj, "tensors": replaced(obj["tensors"], at, nudged)}
+    meta = json.loads(obj["meta"])
+    assert json.dumps(meta) == obj["meta"]  # re-written, only the changed value differs
+    for at, node in nodes(meta):
+        if not isinstance(node, (dict, list)):
+            yield "meta", at, node, {**obj, "meta": json.dumps(replaced(meta, at, nudged))}
+
+
+def kind(section: str, node: Any) -> tuple[str, str]:
+    """Where a part is (tensors or metadata) and what type of value it is."""
+    return section, str(node.dtype) if isinstance(node, torch.Tensor) else type(node).__name__
+
+
+def refused(obj: dict[str, Any], where: Path) -> str:
+    """The error ``checkpoint.load`` gives ``obj`` written to ``where`` ("" if it loads)."""
+    torch.save(obj, where)
+    try:
+        checkpoint.load(where)
+    except checkpoint.CheckpointError as e:
+        return str(e)
+    return ""
+
+
+@pytest.mark.parametrize("on_disk", ["each kind", pytest.param("all", marks=pytest.mark.slow)])
+def test_a_change_anywhere_in_a_checkpoint_is_refused(
+        trained: Path, tmp_path: Path, on_disk: str) -> None:
+    """Every part of latest.pt and best.pt changed alone, slightly: the checksum no longer
+    matches. Written in the checkpoint's format and loaded, it is refused in one line: the first
+    change of each kind (each type of value in its tensors and in its metadata; ``all``: every
+    change, some minutes)."""
+    where, kinds = tmp_path / "x.pt", set[tuple[str, str]]()
+    for name in ("latest", "best"):
+        obj = torch.load(trained / "checkpoints" / f"{name}.pt", weights_only=True)
+        assert obj["checksum"] == checkpoint.digest(obj["meta"], obj["tensors"])
+        torch.save(obj, where)
+        checkpoint.load(where)  # written again unchanged, it loads
+        missed, loaded, n = [], [], 0
+        for section, at, node, changed in changes(obj):
+            n += 1
+            if checkpoint.digest(changed["meta"], changed["tensors"]) == obj["checksum"]:
+                missed.append(f"{section}{list(at)}")
+            if on_disk == "all" or n == 1 or kind(section, node) not in kinds:
+                kinds.add(kind(section, node))
+                if refused(changed, where) != (
+                        f"checkpoint '{where}' is damaged or truncated and cannot be read (its "
+                        "content does not match the checksum written with it); no earlier "
+                        "checkpoint of it is kept"):
+                    loaded.append(f"{section}{list(at)}")
+        assert not missed, f"{name}.pt: {len(missed)} of {n} changes pass the checksum: {missed}"
+        assert not loaded, f"{name}.pt: changed, these load from disk: {loaded}"
+        assert n > (800 if name == "latest" else 300), n
+    assert len(kinds) >= 10, kinds
