@@ -226,26 +226,31 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
     try:
         cfg = run_config(path)
     except ConfigError:
-        _cut_short(path)  # a clearer line when the file lost sections its checkpoint has
+        paths.cut_short(path)  # a clearer line when the file lost sections its checkpoint has
         raise
     paths.run_dir_writable(path, "--resume")
     if steps is not None:
         cfg = C.load([C.to_dict(cfg), {"steps": steps}])
     cfg = with_settings(cfg, backend, address, wandb)
+    from evohpo.devices import resolve_device
+    from evohpo.envs import spec_for
     from evohpo.runtime.backends import runtime_class
 
     runtime_class(cfg)
     state = checkpoint.load_latest(path)
     meta = state[0]
-    _same_config(path, run_config(path), meta.get("config"))
+    paths.same_config(path, run_config(path), meta.get("config"))
     room = meta["env_steps"] + cfg.env.num_envs  # a run moves in whole steps of its envs
-    if cfg.steps < room:
+    if cfg.steps < room:  # a resume that would train nothing changes nothing
         given = (f"its budget is {cfg.steps:,}" if steps is None else f"--steps {cfg.steps:,} is "
                  + ("not above it" if cfg.steps <= meta["env_steps"]
                     else f"less than a step of its {cfg.env.num_envs} envs above it"))
-        raise ConfigError(f"the run already has {meta['env_steps']:,} env steps ({given}); "
-                          f"pass --steps N with N at least {room:,} to extend its budget")
-    checkpoint.truncate_run_files(path, meta["files"])
+        raise ConfigError(f"the run {'is already finished: it' if steps is None else 'already'} "
+                          f"has {meta['env_steps']:,} env steps ({given}); pass --steps N with N "
+                          f"at least {room:,} to train it further")
+    resolve_device(cfg)  # a device this machine lacks, an env this process cannot build (a
+    spec_for(cfg.env)  # script's callable): one line, before anything is printed or written
+    files = paths.ResumedFiles(path, meta["files"])  # the logs cut back to the checkpoint
     notes = [f"resuming from {checkpoint.moment(meta)}"]
     from evohpo.logs.loggers import machine_kind
     from evohpo.report.data import read_jsonl
@@ -256,54 +261,11 @@ def resume(run_dir: str | Path, *, steps: int | None = None, callbacks: Sequence
         notes.append(f"note: this run trained before on {'; '.join(others)}, and goes on here on "
                      f"{here}: the same seed repeats a run exactly only on one kind of machine, "
                      "so from here on it need not match the run trained in one go")
-    return _run(cfg, path, state, notes, callbacks, quiet, loggers)
-
-
-def _flat(d: Any, pre: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {pre[:-1]: d}
-    return {k: v for key, sub in d.items() for k, v in _flat(sub, f"{pre}{key}.").items()}
-
-
-# what a resume may set differently from the checkpoint: the budget and where and how it logs
-_MAY_CHANGE = ("steps", "logging.", "distributed.", "device")
-
-
-def _same_config(path: Path, cfg: C.Config, saved: Any) -> None:
-    """A run's config.yaml, edited by hand or cut short, against the config its checkpoint
-    was trained with: any difference that the checkpoint cannot follow is one line."""
-    if not isinstance(saved, dict):
-        return
-    now, then = _flat(C.to_dict(cfg)), _flat(saved)
-    changed = [k for k in then if k in now and now[k] != then[k]
-               and not k.startswith(_MAY_CHANGE)]
-    if not changed:
-        return
-    _cut_short(path, saved)
-    k = changed[0]
-    raise ConfigError(
-        f"{str(path / 'config.yaml')!r} no longer matches the run's checkpoint: {k} is "
-        f"{now[k]!r}, the checkpoint was trained with {then[k]!r}"
-        + (f" (and {len(changed) - 1} more keys)" if len(changed) > 1 else "")
-        + "; put the file back as the run wrote it, or start a new run")
-
-
-def _cut_short(path: Path, saved: Any = None) -> None:
-    """Raise if the run's config.yaml lacks top-level sections its checkpoint's config has."""
-    from evohpo import checkpoint
-
     try:
-        raw = C.read_yaml(path / "config.yaml")
-        saved = saved if saved is not None else checkpoint.load_latest(path)[0].get("config")
-    except Exception:  # no file or no checkpoint: the caller's own error says so
-        return
-    if not isinstance(saved, dict) or not isinstance(raw, dict):
-        return
-    if lost := [k for k in saved if k not in raw and not f"{k}.".startswith(_MAY_CHANGE)]:
-        raise ConfigError(f"{str(path / 'config.yaml')!r} looks cut short: it has no "
-                          f"{', '.join(lost)} section{'s' if len(lost) > 1 else ''}, which the "
-                          "run's checkpoint was trained with; put the file back as the run "
-                          "wrote it, or start a new run")
+        return _run(cfg, path, state, notes, callbacks, quiet, loggers)
+    except BaseException:
+        files.put_back()  # if it trained nothing (e.g. W&B could not start): every record kept
+        raise
 
 
 def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, Any]] | None,
@@ -320,7 +282,7 @@ def _run(cfg: C.Config, run_dir: Path, state: tuple[dict[str, Any], dict[str, An
     if cfg.logging.console and not quiet:
         loggers.append(ConsoleLogger(whole_steps(cfg), state[0] if state else None))
     try:
-        loggers += optional_loggers(cfg, run_dir, resume=state is not None)
+        loggers += optional_loggers(cfg, run_dir, resume=state is not None, quiet=quiet)
     except EvohpoError:
         if state is None:  # a new run that never started leaves no run directory behind
             for logger in loggers:

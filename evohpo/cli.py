@@ -203,7 +203,8 @@ def build_parser() -> Parser:
                    help="override a config key (repeatable)")
     t.add_argument("--run-dir", help="run directory (default runs/<env>-<algo>-<timestamp>)")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
-    t.add_argument("--quiet", action="store_true", help="no progress bar or per-generation lines")
+    t.add_argument("--quiet", action="store_true",
+                   help="no progress bar or per-generation lines, and nothing printed by W&B")
     t.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its last checkpoint")
     t.add_argument("--backend", choices=["local", "ray"],

@@ -12,6 +12,7 @@ import yaml
 
 import evohpo
 from evohpo import api
+from evohpo.cli import main
 from evohpo.envs.registry import CALLABLE_ENVS, register_env
 from evohpo.report.data import read_jsonl
 from tests.toy_envs import target_game
@@ -121,6 +122,30 @@ def test_an_importable_factory_is_stored_by_name_and_a_lambda_in_process() -> No
     assert name.startswith("callable:") and CALLABLE_ENVS[name] is local
     cfg, _ = api.resolve(TINY, env=local)
     assert cfg.env.name == name
+
+
+def test_a_script_callables_run_resumed_from_the_command_line_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A run trained on a callable only its own process knew, stopped by a callback so that it
+    can be resumed, then resumed from the command line (a process that does not know it): one
+    line saying why and what to do, nothing printed before it, no file of the run touched."""
+    from tests.test_user_errors import files_of
+
+    def make_env(**kwargs: Any) -> Any:  # a function in a script: not importable by name
+        return target_game(**kwargs)
+
+    run = tmp_path / "r"
+    evohpo.train({**TINY, "logging": {"console": True}}, env=make_env, run_dir=run,
+                 callbacks=[lambda gen: True])
+    monkeypatch.delitem(CALLABLE_ENVS, register_env(make_env))  # as another process sees it
+    before = files_of(run)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, (out, err)
+    assert "module:factory" in err and "evohpo.load_run(run_dir, env=make_env)" in err
+    assert files_of(run) == before
 
 
 def test_a_preset_by_name_and_overrides_as_text() -> None:

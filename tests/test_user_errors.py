@@ -42,6 +42,12 @@ def run(trained: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(trained, tmp_path / "run"))
 
 
+def files_of(run: Path, leave_out: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """Every file of a run directory, byte for byte (but those under ``leave_out``)."""
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*"))
+            if p.is_file() and not str(p.relative_to(run)).startswith(leave_out)}
+
+
 def one_line(args: list[str], capsys: pytest.CaptureFixture[str], *names: str) -> str:
     """The command fails with exit code 2 and one line naming each of ``names``."""
     try:
@@ -310,6 +316,19 @@ def test_resume_budget_names_the_users_value(run: Path, capsys: pytest.CaptureFi
     )
     assert "it was" not in err
     one_line(["train", "--resume", str(run)], capsys, "(its budget is 64)")
+
+
+def test_resume_of_a_finished_run_changes_no_record(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that spent its budget, resumed as it is: it would train nothing, so it says the run
+    is finished and how to go on, and every file (the last metrics line, the lineage, the
+    checkpoints, config.yaml) stays byte for byte."""
+    before = files_of(run)
+    one_line(["train", "--resume", str(run)], capsys, "the run is already finished",
+             "(its budget is 64)", "pass --steps N with N at least 66 to train it further")
+    assert files_of(run) == before
+    assert capsys.readouterr().out == ""
 
 
 def test_resume_of_a_run_stopped_before_its_first_checkpoint(

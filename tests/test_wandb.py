@@ -4,6 +4,7 @@ best checkpoint; selection's survivors are counted right; a missing login is one
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
 from pathlib import Path
@@ -258,6 +259,7 @@ def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.
     assert err.startswith("evohpo: error: W&B (online) could not start: ") and len(
         err.strip().splitlines()) == 1, err
     assert "--wandb offline" in err and ".." not in err, err  # each sentence ends once
+    assert err.count("wandb login") == 1 and err.lower().count("log in") == 1, err  # said once
     # nothing started: the same command can simply be run again
     assert not (tmp_path / "r").exists()
     (tmp_path / "kept").mkdir()
@@ -266,6 +268,48 @@ def test_online_without_login_is_one_clear_error(tmp_path: Path, capsys: pytest.
                  "--wandb"]) == 2
     # only the run's files go
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
+
+
+def test_a_resume_whose_wandb_cannot_start_changes_no_record(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished run resumed with a larger budget and --wandb, without a login: one line, and
+    it trained nothing, so every record is as it was (its last metrics line, which a resume
+    that goes on replaces, included; config.yaml keeps its budget); the same resume without
+    W&B then goes on as any resume."""
+    from tests.test_user_errors import files_of
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # a bare --wandb is online
+    run = tmp_path / "run"
+    args = [a for a in ARGS if a not in ("--steps", "96")]
+    assert main(["train", *args, "--steps", "48", "--run-dir", str(run),
+                 "--set", "logging.tensorboard=true"]) == 0
+    before = files_of(run, leave_out=("wandb",))
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--steps", "96", "--wandb"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "W&B (online) could not start" in err, (out, err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert files_of(run, leave_out=("wandb",)) == before
+    assert main(["train", "--resume", str(run), "--steps", "96", "--quiet"]) == 0
+    assert read_jsonl(run / "metrics.jsonl")[-1]["env_steps"] == 96
+
+
+def test_quiet_keeps_wandb_quiet(tmp_path: Path) -> None:
+    """--quiet: the run's two last lines and nothing of W&B's own (its banner, history and
+    summary are about 34 lines otherwise), in a process where W&B was never told to be silent."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SILENT"}
+    env.update(WANDB_MODE="offline", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "evohpo", "train", *ARGS, "--steps", "32",
+                           "--run-dir", str(tmp_path / "r"), "--wandb"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and len(proc.stdout.strip().splitlines()) == 2, proc.stderr
+    assert proc.stdout.startswith("done: ")
+    assert list((tmp_path / "r").glob("wandb/offline-run-*"))  # and W&B did log the run
 
 
 @pytest.mark.parametrize("env_mode", ["offline", "dryrun", "disabled"])

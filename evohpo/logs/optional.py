@@ -9,10 +9,11 @@ from evohpo.config import Config
 from evohpo.logs.loggers import Logger
 
 
-def optional_loggers(cfg: Config, run_dir: Path, resume: bool) -> list[Logger]:
+def optional_loggers(cfg: Config, run_dir: Path, resume: bool, quiet: bool = False
+                     ) -> list[Logger]:
     """TensorBoard's logger, then W&B's, as ``cfg.logging`` asks. One that cannot start
     (TensorBoard not installed, W&B without a login) closes those started before it and raises
-    its one-line error."""
+    its one-line error. ``quiet`` (``--quiet``): W&B prints nothing either."""
     out: list[Logger] = []
     try:
         if cfg.logging.tensorboard:
@@ -22,7 +23,7 @@ def optional_loggers(cfg: Config, run_dir: Path, resume: bool) -> list[Logger]:
         if cfg.logging.wandb.mode != "disabled":
             from evohpo.logs.wandb import WandbLogger
 
-            out.append(WandbLogger(cfg, run_dir, resume=resume))
+            out.append(WandbLogger(cfg, run_dir, resume=resume, quiet=quiet))
     except BaseException:
         for logger in out:
             logger.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,9 @@ def cell(v: Any) -> Any:
     return json.dumps(v)
 
 
-def start_run(cfg: Config, run_dir: Path, resume: bool) -> Any:
-    """wandb.init for this run (a resumed run continues its W&B run), or one clear error."""
+def start_run(cfg: Config, run_dir: Path, resume: bool, quiet: bool = False) -> Any:
+    """wandb.init for this run (a resumed run continues its W&B run), or one clear error.
+    ``quiet`` (``--quiet``): W&B prints nothing either (its own lines, for this run only)."""
     import wandb
 
     w = cfg.logging.wandb
@@ -64,12 +66,10 @@ def start_run(cfg: Config, run_dir: Path, resume: bool) -> Any:
         run = wandb.init(
             mode=w.mode, project=w.project, entity=w.entity, group=w.group,
             tags=list(w.tags) or None, name=w.name or run_dir.resolve().name, dir=str(run_dir),
-            config=to_dict(cfg), id=run_id, resume="allow" if run_id else None, job_type="train")
+            config=to_dict(cfg), id=run_id, resume="allow" if run_id else None, job_type="train",
+            settings=wandb.Settings(silent=True) if quiet else None)
     except wandb.errors.Error as e:
-        hint = (" Log in with `wandb login` (or set WANDB_API_KEY), or run without an account: "
-                "--wandb offline." if w.mode == "online" else "")
-        why = " ".join(str(e).split()).rstrip(".") or type(e).__name__  # one line, one full stop
-        raise WandbError(f"W&B ({w.mode}) could not start: {why}.{hint}") from None
+        raise WandbError(f"W&B ({w.mode}) could not start: {why_not(e, w.mode)}") from None
     id_file.write_text(run.id)
     # every chart's x-axis is the population's env steps, not W&B's own call counter
     run.define_metric("env_steps")
@@ -77,14 +77,27 @@ def start_run(cfg: Config, run_dir: Path, resume: bool) -> Any:
     return run
 
 
+def why_not(e: Exception, mode: str) -> str:
+    """W&B's error in one line, each sentence ending once; online, the way to log in is said
+    once, after it (W&B's own advice to log in is left out)."""
+    text = " ".join(str(e).split())
+    said = [s for s in re.split(r"(?<=\.)\s+", text) if s]
+    if mode == "online":
+        said = [s for s in said if not re.search(r"log ?in", s, re.I)] or said[:1]
+    why = " ".join(said).rstrip(".") or type(e).__name__
+    return why + (". Log in with `wandb login` (or set WANDB_API_KEY), or run without an "
+                  "account: --wandb offline." if mode == "online" else ".")
+
+
 class WandbLogger(Logger):
-    def __init__(self, cfg: Config, run_dir: Path, resume: bool = False, run: Any = None):
+    def __init__(self, cfg: Config, run_dir: Path, resume: bool = False, run: Any = None,
+                 quiet: bool = False):
         """``run``: something with ``log(dict)`` and ``finish(exit_code=)`` instead of a W&B run
-        (tests)."""
+        (tests). ``quiet``: W&B prints nothing."""
         import wandb
 
         self.cfg, self.run_dir = cfg, run_dir
-        self.run = run if run is not None else start_run(cfg, run_dir, resume)
+        self.run = run if run is not None else start_run(cfg, run_dir, resume, quiet)
         self.pending: dict[str, Any] | None = None
         self.members: dict[str, dict[str, Any]] = {}   # the generation being logged
         self.made_by: dict[str, str] = {}              # member id -> how it was made
