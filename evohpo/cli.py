@@ -39,7 +39,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = api.with_settings(cfg, args.backend, args.ray_address)
         result = api.train(cfg, run_dir=args.run_dir, overwrite=args.overwrite, quiet=args.quiet,
                            wandb=args.wandb, notes=notes)
-    from evohpo.logs.loggers import seconds
+    from evohpo.logs.loggers import counted, seconds
 
     s = result.summary
     if "teams" in s:
@@ -56,7 +56,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                    f"; best ever {s['best_ever']:.2f}"))
     from evohpo.loop.budget import rounding
 
-    print(f"done: {s['generations']} generations, {s['env_steps']:,} env steps"
+    print(f"done: {counted(s['generations'], 'generation')}, {s['env_steps']:,} env steps"
           f"{rounding(result.config, s['env_steps'])} in {seconds(s['wall_s'])}; {best}; "
           f"run in {result.run_dir}")
     if result.run_dir is not None:
@@ -77,6 +77,7 @@ def next_commands(run_dir: Path) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from evohpo.config import checks
+    from evohpo.logs.loggers import counted
     from evohpo.playback import load
     from evohpo.runtime import evaluate
 
@@ -102,17 +103,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     who = ("the champions" if teams and "teams" in info else f"member {info.get('id')}"
            + (f" (team {info['team']}; {info['others']} play the others)"
               if "others" in info else ""))
-    print(f"{who} of {run_dir} on {cfg.env.name}: {episodes} episodes, seed {seed}"
+    print(f"{who} of {run_dir} on {cfg.env.name}: {counted(episodes, 'episode')}, seed {seed}"
           + stored_score(info, episodes, seed))
-    for a in spec.agents:
-        print(f"    {a:<20} return {returns[a].mean():9.3f} +- {returns[a].std():.3f}")
+    rows = [(a, returns[a]) for a in spec.agents]
     if teams:  # each team's own return: there is no one fitness
-        for name, team_agents in teams:
-            t = evaluate.episode_totals(returns, team_agents)
-            print(f"    {'team ' + name:<20} return {t.mean():9.3f} +- {t.std():.3f}")
-        return 0
-    print(f"    {'fitness (' + '+'.join(agents) + ')' if len(agents) < 4 else 'fitness (sum)':<20} "
-          f"return {total.mean():9.3f} +- {total.std():.3f}")
+        rows += [(f"team {name}", evaluate.episode_totals(returns, team_agents))
+                 for name, team_agents in teams]
+    else:
+        rows.append((f"fitness ({'+'.join(agents)})" if len(agents) < 4 else "fitness (sum)",
+                     total))
+    width = max(20, *(len(label) for label, _ in rows))  # the widest label fits its column
+    for label, r in rows:
+        print(f"    {label:<{width}} return {r.mean():9.3f} +- {r.std():.3f}")
     return 0
 
 
@@ -121,8 +123,11 @@ def stored_score(info: dict[str, Any], episodes: int, seed: int) -> str:
     from evohpo.runtime.evaluate import SEEDING
 
     fitness = info.get("fitness")
-    if fitness is None or (info.get("eval_seed"), info.get("episodes")) != (seed, episodes):
+    if ((fitness is None and "teams" not in info)
+            or (info.get("eval_seed"), info.get("episodes")) != (seed, episodes)):
         return ""
+    if "teams" in info:  # cross-play: the champions' match in the generation best.pt kept
+        return " (the episodes of best.pt's matches)"
     if info.get("seeding") != SEEDING:
         return (f" (best.pt's seed; its fitness {fitness:.3f} was measured by an older evohpo, "
                 "on other episodes)")
@@ -130,6 +135,7 @@ def stored_score(info: dict[str, Any], episodes: int, seed: int) -> str:
 
 
 def eval_against(args: argparse.Namespace) -> int:
+    from evohpo.logs.loggers import counted
     from evohpo.playback import load
     from evohpo.runtime import evaluate
 
@@ -143,7 +149,7 @@ def eval_against(args: argparse.Namespace) -> int:
         n = len(next(iter(returns.values())))
         print(f"member {args.member} of {args.run} plays {team}; {what} plays "
               f"{', '.join(name for name, _ in teams if name != team)} on {cfg.env.name}: "
-              f"{n} episodes, seed {seed}")
+              f"{counted(n, 'episode')}, seed {seed}")
         for name, agents in teams:
             total = evaluate.episode_totals(returns, agents)
             who = "member" if name == team else "opponent"

@@ -191,6 +191,26 @@ def test_joint_population_drives_every_agent_as_before(tmp_path: Path) -> None:
     assert not any(k.startswith("team/") for k in read_jsonl(tmp_path / "metrics.jsonl")[-1])
 
 
+def test_eval_of_a_team_run_plays_the_episodes_of_best_pts_matches(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``evohpo eval RUN`` of a game of teams plays best.pt's champions on the episodes their
+    cross-play fitness was measured on (best.pt's seed and episodes): each team's return is
+    the one their match in that generation gave (league.jsonl)."""
+    api.train(tag_cfg(eval={"episodes": 3}), run_dir=tmp_path, quiet=True)
+    rec = checkpoint.load(tmp_path / "checkpoints" / "best.pt")[0]["member"]
+    champs = [rec["teams"][team]["id"] for team in TEAMS]
+    last = read_jsonl(tmp_path / "league.jsonl")[-1]
+    match = last["team_returns"][last["matches"].index(champs)]
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path)]) == 0
+    head, *rows = capsys.readouterr().out.splitlines()
+    said = {r.split()[1]: float(r.split("return")[1].split("+-")[0]) for r in rows
+            if r.split()[0] == "team"}
+    assert said == pytest.approx(dict(zip(TEAMS, match, strict=True)), abs=1e-3), head
+    assert rec["episodes"] == 3 and isinstance(rec["eval_seed"], int)
+    assert f": 3 episodes, seed {rec['eval_seed']} (the episodes of best.pt's matches)" in head
+
+
 def test_eval_against_prints_both_teams(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     api.train(tag_cfg(), run_dir=tmp_path / "a", quiet=True)
     api.train(tag_cfg(seed=1), run_dir=tmp_path / "b", quiet=True)

@@ -86,6 +86,20 @@ def test_a_factory_in_a_local_file_is_found_as_python_m_would(tmp_path: Path, po
     assert f"working directory {str(here)!r}" in proc.stderr and "PYTHONPATH" in proc.stderr
 
 
+@pytest.mark.parametrize(("env", "holds"), [("mypkg.envs:make_env", "mypkg/envs.py"),
+                                             ("mymod:make_env", "mymod.py")])
+def test_a_missing_module_names_the_file_to_run_beside(
+        env: str, holds: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A factory in a package that is nowhere: the line names the package's own file, not a
+    module file of the package's name."""
+    monkeypatch.chdir(tmp_path)  # a working directory that holds neither
+    assert main(["train", "--env", env, *TINY_ARGS, "--steps", "32"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"run from the folder that holds {holds}, or add it to PYTHONPATH" in err, err
+
+
 def test_the_last_line_names_the_member_eval_uses(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     from evohpo.report.data import best_checkpoint_meta

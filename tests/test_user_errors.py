@@ -180,7 +180,7 @@ def test_eval_runs_the_episodes_asked_for(
     trained: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["eval", str(trained), "--episodes", "1"]) == 0
-    assert ": 1 episodes" in capsys.readouterr().out
+    assert ": 1 episode, seed " in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- env kwargs

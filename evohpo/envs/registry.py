@@ -67,7 +67,8 @@ def _import_factory_module(name: str, mod_name: str) -> Any:
                 raise ConfigError(
                     f"env {name!r}: cannot import module {mod_name!r}: no {top!r} on the "
                     f"Python path (sys.path, PYTHONPATH) nor in the working directory {cwd!r}; "
-                    f"run from the folder that holds {top}.py, or add it to PYTHONPATH") from None
+                    f"run from the folder that holds {mod_name.replace('.', '/')}.py, or add "
+                    "it to PYTHONPATH") from None
             sys.path.append(cwd)  # after everything installed: a local file shadows nothing
             importlib.invalidate_caches()
         except Exception as e:

@@ -47,7 +47,7 @@ from evohpo.games import schedule
 from evohpo.games.references import References
 from evohpo.logs.loggers import Logger
 from evohpo.runtime import Opponent, Runtime
-from evohpo.runtime.evaluate import Score, Teams, episode_totals
+from evohpo.runtime.evaluate import SEEDING, Score, Teams, episode_totals
 from evohpo.runtime.local import nonfinite_weights
 
 # a slot's opponent in the second half of its envs, as drawn
@@ -250,8 +250,9 @@ class League:
     def summary(self, metrics: dict[str, Any]) -> dict[str, Any]:
         return {"teams": self.champions(metrics)}
 
-    def record(self, members: list[Member], scores: list[Score]) -> dict[str, Any]:
-        """What checkpoints/best.pt says of the champions."""
+    def record(self, members: list[Member], scores: list[Score], seed: int) -> dict[str, Any]:
+        """What checkpoints/best.pt says of the champions: with the seed and the number of the
+        episodes their matches were played on, which ``evohpo eval`` plays by default."""
         champs = champions(members, [s.fitness for s in scores], self.teams)
         teams = {team: {"id": members[c].id, "parent_id": members[c].parent_id,
                         "fitness": scores[c].fitness, "fitness_se": scores[c].std_error,
@@ -259,7 +260,8 @@ class League:
                         "hyperparams": dataclasses.asdict(members[c].hp),
                         "arch": members[c].algo.arch()}
                  for (team, _), c in zip(self.teams, champs, strict=True)}
-        return {"id": members[champs[0]].id, "teams": teams, "episodes": self.cfg.eval.episodes}
+        return {"id": members[champs[0]].id, "teams": teams, "episodes": self.cfg.eval.episodes,
+                "eval_seed": seed, "seeding": SEEDING}
 
     def champion_algo(self, members: list[Member], fitness: list[float]) -> Algorithm:
         """One algorithm whose every team's agents are played by that team's champion."""
@@ -271,7 +273,7 @@ class League:
         """What checkpoints/best.pt holds: the record and the algorithm of every team's
         champion (``best_ever`` stays as it is: cross-play fitness compares within a
         generation only)."""
-        return (best_ever, self.record(members, scores),
+        return (best_ever, self.record(members, scores, seed),
                 self.champion_algo(members, [s.fitness for s in scores]))
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, Any]]:

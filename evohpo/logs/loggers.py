@@ -154,6 +154,11 @@ class JsonlLogger(Logger):
             self.league_f.close()
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless there is one: "1 generation", "3 generations"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def seconds(s: float) -> str:
     """Wall seconds as the console prints them: hundredths under a second and tenths under a
     minute, so a short run is not "0s"."""
