@@ -24,6 +24,7 @@ from evohpo.cli import main  # noqa: E402
 from evohpo.logs.loggers import JsonlLogger  # noqa: E402
 from evohpo.loop.trainer import Trainer  # noqa: E402
 from evohpo.runtime.local import LocalRuntime  # noqa: E402
+from evohpo.runtime.phases import DRIVER_PHASES  # noqa: E402
 from evohpo.runtime.ray import ActorLost  # noqa: E402
 from evohpo.runtime.ray.driver import RayRuntime  # noqa: E402
 from tests.test_trainer import TINY, read_jsonl, strip_time  # noqa: E402
@@ -127,7 +128,9 @@ def test_a_team_run_on_ray_repeats_the_local_run(tmp_path: Path, actors: int,
 
 
 def keys(rows: list[dict]) -> list[set[str]]:
-    return [{re.sub(r"^member/\d+/", "member/*/", k) for k in r} for r in rows]
+    """Each row's keys, apart from the phases of its time (the driver times its own)."""
+    return [{re.sub(r"^member/\d+/", "member/*/", k) for k in r
+             if not k.startswith("time/phase/")} for r in rows]
 
 
 def test_ray_run_leaves_the_files_and_keys_of_a_local_run_and_resumes_on_either(
@@ -142,6 +145,12 @@ def test_ray_run_leaves_the_files_and_keys_of_a_local_run_and_resumes_on_either(
     assert files == sorted(str(p.relative_to(ray_dir)) for p in ray_dir.rglob("*"))
     for name in ("metrics.jsonl", "lineage.jsonl"):
         assert keys(read_jsonl(ray_dir / name)) == keys(read_jsonl(local / name))
+    # the driver's phases: the actors' windows are its collect phase, sharing their rows its store
+    for row in read_jsonl(ray_dir / "metrics.jsonl"):
+        timed = {k[len("time/phase/"):-2] for k in row if k.startswith("time/phase/")}
+        assert timed == {*DRIVER_PHASES, "other"} and row["time/phase/collect_s"] > 0
+        assert sum(row[f"time/phase/{p}_s"] for p in timed) == pytest.approx(
+            row["time/window_s"], abs=1e-5)
     assert C.read_yaml(ray_dir / "config.yaml")["distributed"]["backend"] == "ray"
     for ckpt in ("latest.pt", "best.pt"):
         (ml, tl), (mr, tr) = (checkpoint.load(d / "checkpoints" / ckpt) for d in (local, ray_dir))

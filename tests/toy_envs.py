@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -101,3 +102,20 @@ class SeedRecorder(TargetGame):
 
 def seed_recorder(**kwargs: Any) -> SeedRecorder:
     return SeedRecorder(**kwargs)
+
+
+class SlowGame(TargetGame):
+    """TargetGame whose every step sleeps ``sleep_s`` seconds: a slow env, whose time a run's
+    phases must show where envs step (collecting, scoring), and nowhere else."""
+
+    def __init__(self, horizon: int = 5, sleep_s: float = 0.0):
+        super().__init__(horizon)
+        self.sleep_s = sleep_s
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        time.sleep(self.sleep_s)
+        return super().step(actions)
+
+
+def slow_game(**kwargs: Any) -> SlowGame:
+    return SlowGame(**kwargs)

@@ -17,6 +17,7 @@ chunk run on its member's networks (:mod:`evohpo.algos.chunks`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 import numpy as np
@@ -49,12 +50,16 @@ class PopulationLearner:
 
     def learn(self, algos: Sequence[Algorithm], buffer: ReplayBuffer,
               rngs: Sequence[np.random.Generator],
-              population: Sequence[Algorithm] | None = None) -> list[Metrics]:
+              population: Sequence[Algorithm] | None = None,
+              timed: Callable[[list[int]], AbstractContextManager[None]] | None = None,
+              ) -> list[Metrics]:
         """One gradient step for each of ``algos``, on a batch of its own ``batch_size`` drawn
         from ``buffer`` with its generator in ``rngs`` (the rows :meth:`ReplayBuffer.sample`
         would give it; all in one gather). Groups are formed over ``population`` (every member
         that learns now or later; default ``algos``), so that rounds of some of them keep the
-        stacks. Returns each member's losses, as :meth:`~evohpo.algos.matd3.MATD3.learn` does."""
+        stacks. Each group's update runs inside ``timed(its members' indices in algos)`` where
+        given (a runtime's clock). Returns each member's losses, as
+        :meth:`~evohpo.algos.matd3.MATD3.learn` does."""
         sizes = [a.hp.batch_size for a in algos]
         width = chunk_width(sizes)
         batch, rows = buffer.sample_each(sizes, list(rngs), width)
@@ -67,21 +72,22 @@ class PopulationLearner:
         out: list[Metrics] = [{} for _ in algos]
         for key in dict.fromkeys(keys):
             members = [j for j, k in enumerate(keys) if k == key]
-            if type(algos[members[0]]) is not MATD3:  # another learner: each on its own rows
-                for j in members:
-                    at = chunks.rows_of(j)
-                    one = Batch(*[None if d is None else
-                                  {a: t.flatten(0, 1)[at] for a, t in d.items()}
-                                  for d in batch])  # type: ignore[arg-type]
-                    out[j] = algos[j].learn(one)
-                continue
-            mine = cast(list[MATD3], [algos[j] for j in members])
-            group = self.group(key, mine, everyone, everyone_keys)
-            sub = ((batch, rows, chunks) if len(members) == len(algos)
-                   else select(batch, rows, chunks, members))
-            got = _learn_group(group, mine, *sub)
-            for j, metrics in zip(members, got, strict=True):
-                out[j] = metrics
+            with nullcontext() if timed is None else timed(members):
+                if type(algos[members[0]]) is not MATD3:  # another learner: each on its rows
+                    for j in members:
+                        at = chunks.rows_of(j)
+                        one = Batch(*[None if d is None else
+                                      {a: t.flatten(0, 1)[at] for a, t in d.items()}
+                                      for d in batch])  # type: ignore[arg-type]
+                        out[j] = algos[j].learn(one)
+                    continue
+                mine = cast(list[MATD3], [algos[j] for j in members])
+                group = self.group(key, mine, everyone, everyone_keys)
+                sub = ((batch, rows, chunks) if len(members) == len(algos)
+                       else select(batch, rows, chunks, members))
+                got = _learn_group(group, mine, *sub)
+                for j, metrics in zip(members, got, strict=True):
+                    out[j] = metrics
         return out
 
     def group(self, key: tuple[object, ...], algos: list[MATD3], everyone: list[Algorithm],

@@ -228,8 +228,9 @@ class League:
         m["eval/best_member"] = m[f"team/{first}/champion"]
         if self.cfg.games.fitness == "elo":
             m.update({f"member/{mem.id}/rating": mem.rating for mem in members})
-        m.update(self.references.measure(
-            [members[i].algo for i in champions(members, fitness, self.teams)]))
+        with self.runtime.phases("score"):  # the champions against the references
+            m.update(self.references.measure(
+                [members[i].algo for i in champions(members, fitness, self.teams)]))
         # the draws' field keeps its first name, so that league.jsonl reads as before
         drawn = ({"past_opponents": self.drawn(generation)}
                  if self.cfg.games.scripted_opponents else {})

@@ -36,12 +36,15 @@ class RunState:
     best_ever: float = -np.inf
     elapsed_before: float = 0.0       # wall seconds the run spent before it was resumed
     window_before: float = 0.0        # wall seconds the current window ran before that
+    phases_before: dict[str, float] = field(default_factory=dict)  # ... and in which phases
 
     def to_checkpoint(self, cfg: Config, elapsed_s: float, run_dir: Path | None,
                       window_s: float = 0.0, budget_end: bool = False,
+                      phases: dict[str, float] | None = None,
                       ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``window_s``: wall seconds of the current window so far; ``budget_end``: taken at the
-        budget's end, before the generation's line (which a resumed run does not show again)."""
+        """``window_s``: wall seconds of the current window so far (``phases``: its seconds per
+        phase, :mod:`evohpo.runtime.phases`); ``budget_end``: taken at the budget's end, before
+        the generation's line (which a resumed run does not show again)."""
         from evohpo.version import __version__
 
         meta = {
@@ -52,7 +55,7 @@ class RunState:
             "eval_rng": rng_state(self.eval_rng), "evo_rng": rng_state(self.evo_rng),
             "members": [member_meta(m) for m in self.members],
             "files": checkpoint.run_files(run_dir), "elapsed_s": elapsed_s,
-            "window_s": window_s, "budget_end": budget_end,
+            "window_s": window_s, "window_phases": phases or {}, "budget_end": budget_end,
         }
         return meta, {"members": [m.algo.state_dict() for m in self.members]}
 
@@ -66,4 +69,5 @@ class RunState:
                    window_steps=meta["window_steps"], next_id=meta["next_id"],
                    best_ever=-np.inf if meta["best_ever"] is None else meta["best_ever"],
                    elapsed_before=float(meta.get("elapsed_s", 0.0)),
-                   window_before=float(meta.get("window_s", 0.0)))
+                   window_before=float(meta.get("window_s", 0.0)),
+                   phases_before={k: float(v) for k, v in meta.get("window_phases", {}).items()})

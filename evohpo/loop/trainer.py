@@ -83,6 +83,7 @@ class Trainer:
     generation = property(lambda self: self.state.generation)
     env_steps = property(lambda self: self.state.env_steps)
     buffer = property(lambda self: self.runtime.buffer)
+    phases = property(lambda self: self.runtime.phases)  # where each window's time goes
     restarts = property(lambda self: self.runtime.restarts)
     dropped = property(lambda self: self.runtime.dropped)
 
@@ -98,6 +99,7 @@ class Trainer:
         self.place()
         self.start = time.perf_counter()
         self.window_start = self.start - s.window_before  # a resumed window's rate counts it all
+        self.phases.start(s.phases_before)  # and so do its phases
         with self.interrupts():
             while True:
                 # the checks come before collecting: a checkpoint is always taken here, so a
@@ -124,19 +126,25 @@ class Trainer:
         k = self.runtime.k
         n = min(-(-(cfg.evolution.evo_steps - s.window_steps) // k),
                 (whole_steps(cfg) - s.env_steps) // cfg.env.num_envs)
-        taken = self.runtime.collect(n, s.env_steps, s.generation, stop=lambda: self.interrupted)
+        with self.phases("collect"):  # acting, learning and storing are phases of their own
+            taken = self.runtime.collect(n, s.env_steps, s.generation, lambda: self.interrupted)
         s.env_steps += taken * cfg.env.num_envs
         s.window_steps += taken * k
 
     def end_window(self, evolve: bool) -> bool:
         """Score the members, keep the best, select and mutate, log. True: the target is reached."""
-        self.runtime.finish_window()
-        scores = self.evaluate()
-        self.keep_best(scores)
+        with self.phases("learn"):
+            self.runtime.finish_window()
+        with self.phases("score"):
+            scores = self.evaluate()
+        with self.phases("confirm"):
+            self.keep_best(scores)
         stop = evolve and self.target_reached(scores)
-        records = self.evolve(scores) if evolve and not stop else []
+        with self.phases("evolve"):
+            records = self.evolve(scores) if evolve and not stop else []
         records, self.births = self.births + records, []  # a new run: where each member started
-        self.log_generation(scores, records)
+        with self.phases("log"):
+            self.log_generation(scores, records)
         self.next_window()
         return stop
 
@@ -174,13 +182,16 @@ class Trainer:
         self.populations.place(self.state.members, self.state.generation)
 
     def log_generation(self, scores: list[Score], records: list[MutationRecord]) -> None:
-        s, now = self.state, time.perf_counter()
+        s = self.state
+        more = self.populations.window_metrics(self.evaluated, scores, s.generation, self.log)
+        now = time.perf_counter()  # the window ends; the next starts at once: windows tile the run
+        window_s, self.window_start = now - self.window_start, now
         pop_steps = s.window_steps * self.cfg.env.num_envs / self.runtime.k
         m = generation_metrics(Window(
-            s.generation, self.elapsed(now), now - self.window_start, pop_steps, self.evaluated,
+            s.generation, self.elapsed(now), window_s, pop_steps, self.evaluated,
             scores, self.runtime.window(), s.best_ever, records,
             self.populations.confirmed()))
-        m.update(self.populations.window_metrics(self.evaluated, scores, s.generation, self.log))
+        m.update({**more, **self.phases.cut(now, window_s)})
         self.log.log(m, s.env_steps)
         self.log.lineage([r.to_json() for r in records])
         self.log.progress(s.env_steps, {"gen": s.generation,
@@ -190,7 +201,6 @@ class Trainer:
     def next_window(self) -> None:
         self.state.generation += 1
         self.state.window_steps = 0
-        self.window_start = time.perf_counter()
         self.runtime.new_window()
         self.place()
 
@@ -198,13 +208,15 @@ class Trainer:
     def save_checkpoint(self, budget_end: bool = False) -> None:
         if self.run_dir is None or not self.cfg.checkpoint.enabled:
             return
-        now = time.perf_counter()
-        meta, tensors = self.state.to_checkpoint(self.cfg, self.elapsed(now), self.run_dir,
-                                                 now - self.window_start, budget_end)
-        rmeta, rtensors = self.runtime.state_dict(with_buffer=self.cfg.checkpoint.buffer)
-        bmeta, btensors = self.populations.state_dict()
-        self.write(self.run_dir / "checkpoints" / "latest.pt", {**meta, **rmeta, **bmeta},
-                   {**tensors, **rtensors, **btensors})
+        with self.phases("checkpoint"):
+            now = time.perf_counter()
+            meta, tensors = self.state.to_checkpoint(self.cfg, self.elapsed(now), self.run_dir,
+                                                     now - self.window_start, budget_end,
+                                                     self.phases.so_far(now))
+            rmeta, rtensors = self.runtime.state_dict(with_buffer=self.cfg.checkpoint.buffer)
+            bmeta, btensors = self.populations.state_dict()
+            self.write(self.run_dir / "checkpoints" / "latest.pt", {**meta, **rmeta, **bmeta},
+                       {**tensors, **rtensors, **btensors})
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
         """Continue from a checkpoint's state (of a trainer built with the same config)."""
@@ -232,7 +244,8 @@ class Trainer:
 
     def write(self, path: Path, meta: dict[str, Any], tensors: dict[str, Any]) -> None:
         try:
-            checkpoint.save(path, meta, tensors)
+            with self.phases("checkpoint"):
+                checkpoint.save(path, meta, tensors)
         except checkpoint.CheckpointError as e:  # e.g. a full disk: keep training, try again later
             self.log.message(f"warning: {e}")
 

@@ -30,6 +30,7 @@ from evohpo.errors import EnvError
 from evohpo.evolve.member import Member
 from evohpo.logs.loggers import Logger
 from evohpo.runtime.evaluate import EndlessEpisode, Score
+from evohpo.runtime.phases import PHASES, Phases
 
 # who plays the other teams in the second half of a slot's envs (see Runtime.place)
 Opponent = Scripted | None
@@ -71,6 +72,8 @@ class Runtime(ABC):
         self.restarts = 0          # env failures survived, in the whole run (train/env_restarts)
         self.session_restarts = 0  # in this session: what env.max_restarts bounds
         self.dropped = 0
+        # where each window's wall time goes (the loop's phases and this runtime's)
+        self.phases = Phases(PHASES, [name for name, _ in self.teams or []])
         self.new_window()
 
     # ----------------------------------------------------------------------------- the interface
@@ -171,6 +174,11 @@ class Runtime(ABC):
     def load_buffer(self, state: dict[str, Any]) -> None: ...
 
     # ----------------------------------------------------------------------------- shared helpers
+    def learning(self, m: Member) -> str:
+        """The phase member ``m``'s learning is timed in: on a game of several teams, its
+        team's part of ``learn``."""
+        return "learn" if self.teams is None else f"learn/{m.team}"
+
     def learned(self, j: int, m: Member, metrics: dict[str, float]) -> None:
         """Placed member ``j`` took a gradient step (or learned from a rollout): its losses into
         the window's sums; a non-finite one marks it diverged."""

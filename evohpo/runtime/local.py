@@ -104,17 +104,28 @@ class LocalRuntime(Runtime):
 
         On-policy members store the step in their rollouts and learn after it, once a rollout is
         full: the next action comes from the policy that learned."""
-        obs = self.obs
+        obs, ph = self.obs, self.phases  # the rest of a step is the collect phase's
         assert obs is not None, "start() resets the pool before stepping"
-        env_actions, stored = self.act(obs)
+        with ph("act"):
+            env_actions, stored = self.act(obs)
         try:
             self.pool.step_async(env_actions)
             if self.rollouts is None:
-                self.learn()  # overlaps the envs' step; sees the buffer as of the previous step
+                with ph("learn"):
+                    self.learn()  # overlaps the envs' step; sees the buffer as of the last step
             res = self.pool.step_wait()
         except EnvError as e:
             self.restart_pool(e)  # this step's transitions are lost, never stored as if complete
             return False
+        with ph("store"):
+            self.store(obs, stored, res)
+        if self.rollouts is not None:
+            self.learn_rollouts()
+        return True
+
+    def store(self, obs: dict[str, np.ndarray], stored: dict[str, np.ndarray],
+              res: StepResult) -> None:
+        """A step's transitions into the replay memory (or the rollouts), and its counts."""
         rewards = (res.rewards if self.shaping is None
                    else self.shaping(obs, res.rewards, res.next_obs, res.terminated))
         if self.rollouts is not None:
@@ -123,16 +134,14 @@ class LocalRuntime(Runtime):
         else:
             # what the policies that played each env do next (the other teams' next actions in
             # the critics' targets): at the real next observation, without exploration noise
-            nxt = self.act(res.next_obs, noise=False)[1] if self.next_actions else None
+            with self.phases("act"):
+                nxt = self.act(res.next_obs, noise=False)[1] if self.next_actions else None
             assert self.buffer is not None
             self.dropped += self.buffer.add(obs, stored, rewards, res.next_obs, res.terminated,
                                             res.alive, nxt)
         self.track_episodes(res)
         self.obs = res.obs
         self.count_steps()
-        if self.rollouts is not None:
-            self.learn_rollouts()
-        return True
 
     def act(self, obs: dict[str, np.ndarray], noise: bool = True
             ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -190,7 +199,8 @@ class LocalRuntime(Runtime):
             policy = scripted[0]
             assert all(p is policy for p in scripted), "one scripted policy per runtime"
             idx = np.concatenate(scripted_rows)
-            e, st = policy.act({a: obs[a][idx] for a in actor.spec.agents})
+            with self.phases("scripted"):
+                e, st = policy.act({a: obs[a][idx] for a in actor.spec.agents})
             for a in actor.spec.agents:
                 env_act[a][idx], stored[a][idx] = e[a], st[a]
         return env_act, stored
@@ -212,8 +222,11 @@ class LocalRuntime(Runtime):
             if not who:
                 break
             ms = [self.members[j] for j in who]
+            # on a game of several teams, each team's groups timed apart
+            timed = None if self.teams is None else (
+                lambda group, ms=ms: self.phases(self.learning(ms[group[0]])))
             got = self.learner.learn([m.algo for m in ms], buffer, [m.rng for m in ms],
-                                     [m.algo for m in self.members])
+                                     [m.algo for m in self.members], timed)
             for j, m, metrics in zip(who, ms, got, strict=True):
                 self.learned(j, m, metrics)
 
@@ -229,7 +242,9 @@ class LocalRuntime(Runtime):
         assert self.rollouts is not None
         ready = self.env_steps >= self.cfg.evolution.learning_delay
         rows = member_rows(len(self.members), self.k, self.slots)
-        self.rollouts.learn(self.members, rows, ready, self.learned, finish)
+        with self.phases("learn"):
+            self.rollouts.learn(self.members, rows, ready, self.learned, finish,
+                                lambda m: self.phases(self.learning(m)))
 
     def finish_window(self) -> None:
         if self.rollouts is not None:

@@ -12,6 +12,7 @@ starts its next rollout with its new policy.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -75,16 +76,20 @@ class Rollouts:
                        alive=stack("alive"), done=np.stack([s["done"][rows] for s in steps]))
 
     def learn(self, members: list[Member], rows: list[slice], ready: bool, learned: Learned,
-              finish: bool = False) -> None:
+              finish: bool = False,
+              timed: Callable[[Member], AbstractContextManager[None]] = lambda m: nullcontext(),
+              ) -> None:
         """Members whose rollout is full (or, with ``finish``, holds any step) learn from it and
-        start the next; before ``ready`` (the learning delay) their rollouts are dropped."""
+        start the next; before ``ready`` (the learning delay) their rollouts are dropped. A
+        member learns inside ``timed(member)`` (a runtime's clock)."""
         for j, m in enumerate(members):
             held = self.now - self.start[j]
             if held == 0 or (held < m.hp.rollout and not finish):
                 continue
             if ready and not m.diverged:
                 algo: OnPolicy = m.algo  # type: ignore[assignment]
-                metrics = algo.learn_rollout(self.rollout(j, rows[j]))
+                with timed(m):
+                    metrics = algo.learn_rollout(self.rollout(j, rows[j]))
                 # summed over agents here, so the window's sums do not depend on whether they
                 # were added up in one process or in a Ray actor and then its driver
                 totals: dict[str, float] = {}

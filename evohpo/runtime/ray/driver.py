@@ -37,6 +37,7 @@ from evohpo.logs.loggers import Logger
 from evohpo.runtime import Runtime
 from evohpo.runtime.evaluate import Score
 from evohpo.runtime.memory import describe_sharing
+from evohpo.runtime.phases import DRIVER_PHASES, Phases
 from evohpo.runtime.ray import connect, group, recovery, require_ray, resolve_resources
 from evohpo.runtime.ray.books import take_members, writable
 from evohpo.runtime.ray.group import MemberGroup, group_config, member_state
@@ -49,6 +50,7 @@ class RayRuntime(Runtime):
         self.ray = require_ray()
         d = cfg.distributed
         super().__init__(cfg, spec, log, pool_seed, fitness_agents, run_dir)
+        self.phases = Phases(DRIVER_PHASES)  # the driver's own: the actors' windows are collect
         self.device = torch.device("cpu")  # the driver only selects, mutates and saves members
         self.on_policy = on_policy(cfg)  # members learn from rollouts of their own
         self.owns_ray = connect(d.address)
@@ -167,7 +169,8 @@ class RayRuntime(Runtime):
         lost = {g: r for g, r in enumerate(reports) if isinstance(r, Exception)}
         live = [g for g in range(len(calls)) if g not in lost]
         if not self.on_policy:
-            self.share([calls[g][1] for g in live], live)
+            with self.phases("store"):
+                self.share([calls[g][1] for g in live], live)
         self.timing["collect"] += t1 - t0
         self.timing["share"] += time.perf_counter() - t1
         for g, err in lost.items():
