@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import yaml
+from results_breakdown import breakdown_section
 from results_control import control_section
 from results_population import population_section
 from results_tables import DATA, ROOT, budget, data, group, interval, jsonl, mean_sd, paired, table
@@ -314,7 +315,7 @@ def results_page() -> str:
             "benchmarks/results/; do not edit by hand.\n\n## What the presets reach\n\n")
     return "\n".join([head + presets_table(readme=False), hpo_section(), control_section(),
                       competitive_section(), wall_section(), population_section(),
-                      speed_sections(), learner_sections()])
+                      speed_sections(), learner_sections(), breakdown_section()])
 
 
 def readme_block(text: str) -> str | None:
