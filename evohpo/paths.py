@@ -18,6 +18,7 @@ from typing import Any
 
 from evohpo.config import Config, read_yaml, to_dict
 from evohpo.errors import ConfigError
+from evohpo.logs.loggers import atomic_write_bytes
 
 # what a run writes into its directory, beside checkpoints/ (and wandb/)
 RUN_FILES = ("config.yaml", "metrics.jsonl", "lineage.jsonl", "system.jsonl", "report.html")
@@ -228,9 +229,9 @@ class ResumedFiles:
         d = self.run_dir
         for name, tail in self.tails.items():
             if tail:
-                _write_bytes(d / name, _bytes(d / name) + tail)
+                atomic_write_bytes(d / name, _bytes(d / name) + tail)
         if self.config:
-            _write_bytes(d / "config.yaml", self.config)
+            atomic_write_bytes(d / "config.yaml", self.config)
         if _size(d / "system.jsonl") > self.system:  # this session's line: it trained nothing
             with open(d / "system.jsonl", "r+b") as f:
                 f.truncate(self.system)
@@ -256,11 +257,3 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename (a crash leaves the old file or the new one)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -30,15 +30,20 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temporary file and rename: a crash leaves the old file or the new one, never
     half."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 PACKAGES = ("evohpo", "torch", "numpy", "pettingzoo", "mpe2", "wandb", "matplotlib")
