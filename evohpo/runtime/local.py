@@ -134,8 +134,10 @@ class LocalRuntime(Runtime):
         else:
             # what the policies that played each env do next (the other teams' next actions in
             # the critics' targets): at the real next observation, without exploration noise
-            with self.phases("act"):
-                nxt = self.act(res.next_obs, noise=False)[1] if self.next_actions else None
+            nxt = None
+            if self.next_actions:
+                with self.phases("act"):
+                    nxt = self.act(res.next_obs, noise=False)[1]
             assert self.buffer is not None
             self.dropped += self.buffer.add(obs, stored, rewards, res.next_obs, res.terminated,
                                             res.alive, nxt)
